@@ -1,0 +1,42 @@
+package embeddedetcd
+
+import "time"
+
+const (
+	// DefaultProgressNotifyInterval keeps the watch cache's idea of "now" at
+	// most this far behind etcd when nothing changes. Consistent reads request
+	// progress on demand, so this bounds only the idle case; upstream's default
+	// of ten minutes would let an idle cache's bookmarks go stale.
+	DefaultProgressNotifyInterval = 5 * time.Second
+
+	// DefaultQuotaBackendBytes is etcd's own default (2 GiB), stated here so
+	// that the trade-off is visible: the cache holds copies, not history.
+	DefaultQuotaBackendBytes = 2 * 1024 * 1024 * 1024
+
+	defaultStartTimeout = 60 * time.Second
+)
+
+// Config says where and how the embedded member runs.
+type Config struct {
+	// Directory holds etcd's data. It is created if missing.
+	Directory string
+
+	// ClientPort and PeerPort are loopback ports; 0 picks a free port.
+	ClientPort int
+	PeerPort   int
+
+	// ProgressNotifyInterval is how often etcd sends progress notifications on
+	// idle watches. Zero means DefaultProgressNotifyInterval.
+	ProgressNotifyInterval time.Duration
+
+	// QuotaBackendBytes caps the database size. Zero means DefaultQuotaBackendBytes.
+	QuotaBackendBytes int64
+
+	// UnsafeNoFsync skips fsync: for tests only, where durability across a
+	// power loss does not matter and fsync dominates latency.
+	UnsafeNoFsync bool
+
+	// StartTimeout bounds how long Start waits for the member to serve.
+	// Zero means one minute.
+	StartTimeout time.Duration
+}

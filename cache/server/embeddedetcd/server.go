@@ -1,0 +1,140 @@
+package embeddedetcd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/klog/v2"
+)
+
+// Server is a running embedded etcd member.
+type Server struct {
+	etcd      *embed.Etcd
+	clientURL string
+}
+
+// Start launches the member and returns once it serves client requests, or
+// with an error if it fails or does not become ready within the timeout.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	logger := klog.FromContext(ctx).WithName("embedded-etcd")
+	if cfg.Directory == "" {
+		return nil, fmt.Errorf("embedded etcd needs a data directory")
+	}
+	if err := os.MkdirAll(cfg.Directory, 0o700); err != nil {
+		return nil, fmt.Errorf("creating embedded etcd directory: %w", err)
+	}
+	// etcd insists on a private data directory.
+	if err := os.Chmod(cfg.Directory, 0o700); err != nil {
+		return nil, fmt.Errorf("securing embedded etcd directory: %w", err)
+	}
+	cfg, err := cfg.WithPorts()
+	if err != nil {
+		return nil, err
+	}
+	clientPort, peerPort := cfg.ClientPort, cfg.PeerPort
+
+	ec := embed.NewConfig()
+	ec.Name = "kcp-cache"
+	ec.Dir = cfg.Directory
+	clientURL := loopbackURL(clientPort)
+	peerURL := loopbackURL(peerPort)
+	ec.ListenClientUrls = []url.URL{clientURL}
+	ec.AdvertiseClientUrls = []url.URL{clientURL}
+	ec.ListenPeerUrls = []url.URL{peerURL}
+	ec.AdvertisePeerUrls = []url.URL{peerURL}
+	ec.InitialCluster = ec.Name + "=" + peerURL.String()
+	ec.WatchProgressNotifyInterval = orDefault(cfg.ProgressNotifyInterval, DefaultProgressNotifyInterval)
+	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
+	if ec.QuotaBackendBytes == 0 {
+		ec.QuotaBackendBytes = DefaultQuotaBackendBytes
+	}
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	// etcd logs through zap; keep it to warnings so that the cache's own
+	// structured log stays readable.
+	ec.LogLevel = "warn"
+
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		return nil, fmt.Errorf("starting embedded etcd: %w", err)
+	}
+	timeout := orDefault(cfg.StartTimeout, defaultStartTimeout)
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd failed while starting: %w", err)
+	case <-time.After(timeout):
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd not ready after %s", timeout)
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+	s := &Server{etcd: e, clientURL: clientURL.String()}
+	logger.Info("Embedded etcd is ready", "clientURL", s.clientURL, "directory", cfg.Directory)
+	return s, nil
+}
+
+// ClientURL is the URL clients reach the member at.
+func (s *Server) ClientURL() string { return s.clientURL }
+
+// Err reports a fatal error of the running member.
+func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
+// Close stops the member gracefully: in-flight requests finish, then the
+// listeners and the data files close. Stop the apiserver first, so that it
+// does not retry against a member that is going away.
+func (s *Server) Close() {
+	s.etcd.Close()
+}
+
+// WithPorts returns cfg with zero ports replaced by free loopback ports, so
+// that a caller can learn the client URL before the member starts.
+func (cfg Config) WithPorts() (Config, error) {
+	var err error
+	if cfg.ClientPort, err = portOrFree(cfg.ClientPort); err != nil {
+		return cfg, err
+	}
+	if cfg.PeerPort, err = portOrFree(cfg.PeerPort); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// ClientURL is the URL the member will serve clients at; ports must be set.
+func (cfg Config) ClientURL() string {
+	u := loopbackURL(cfg.ClientPort)
+	return u.String()
+}
+
+func loopbackURL(port int) url.URL {
+	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+}
+
+// portOrFree returns port, or a currently free loopback port when port is 0.
+// etcd needs the peer URL before it listens (it is part of the cluster
+// membership), so the kernel's ":0" cannot be used directly.
+func portOrFree(port int) (int, error) {
+	if port != 0 {
+		return port, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
