@@ -1,0 +1,17 @@
+// Package partition is the storage half of the cache's partitioning: it
+// stores every object under a key that includes its shard and logical
+// cluster, keeps the upstream watch cache working on those keys, and turns
+// wildcard scopes into key prefixes plus field filters.
+//
+// It relies on two upstream seams and nothing else:
+//   - generic.RESTOptionsGetter, which every registry Store (the CRD registry
+//     and each custom resource) asks for its storage decorator, and
+//   - generic.StorageDecorator, through which we build the same stack as
+//     registry.StorageWithCacher (raw etcd3 storage, cacher, cache delegator)
+//     with our own key function, attribute function and indexes, and wrap it
+//     in a storage.Interface that reads the scope from the request context.
+//
+// The key layout is <resource-prefix>/<shard>/<cluster>/[<namespace>/]<name>
+// below the etcd prefix, computed by one function (objectKey) for both the
+// request path and the watch cache, which must agree exactly.
+package partition

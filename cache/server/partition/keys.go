@@ -1,0 +1,76 @@
+package partition
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+// partitionPrefix is the key prefix of one partition (or of every partition of
+// a shard when cluster is empty, or of the whole resource when both are).
+// It always ends with "/" so that shard "a" never matches shard "ab".
+func partitionPrefix(resourcePrefix, shard, cluster string) string {
+	var b strings.Builder
+	b.WriteString(resourcePrefix)
+	b.WriteByte('/')
+	if shard != "" {
+		b.WriteString(shard)
+		b.WriteByte('/')
+		if cluster != "" {
+			b.WriteString(cluster)
+			b.WriteByte('/')
+		}
+	}
+	return b.String()
+}
+
+// scopedKey inserts the partition of a concrete scope after the resource
+// prefix of a key the registry built ("<prefix>", "<prefix>/<ns>",
+// "<prefix>/<name>" or "<prefix>/<ns>/<name>").
+func scopedKey(resourcePrefix string, s cache.Scope, key string) (string, error) {
+	rest, ok := strings.CutPrefix(key, resourcePrefix)
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		return "", fmt.Errorf("key %q is outside resource prefix %q", key, resourcePrefix)
+	}
+	return strings.TrimSuffix(partitionPrefix(resourcePrefix, s.Shard, s.Cluster), "/") + rest, nil
+}
+
+// objectKey is the key of a stored object, derived only from the object
+// itself. The watch cache uses it: upstream computes cache keys without the
+// request context (newStoreKeyFuncs in registry/generic/registry/store.go),
+// so shard and cluster must come from the persisted annotations.
+func objectKey(resourcePrefix string, obj runtime.Object) (string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", err
+	}
+	s, err := scopeOfObject(m)
+	if err != nil {
+		return "", err
+	}
+	key := strings.TrimSuffix(partitionPrefix(resourcePrefix, s.Shard, s.Cluster), "/")
+	if ns := m.GetNamespace(); ns != "" {
+		key += "/" + ns
+	}
+	return key + "/" + m.GetName(), nil
+}
+
+// scopeOfObject reads the partition annotations that storage persisted.
+func scopeOfObject(m metav1Object) (cache.Scope, error) {
+	a := m.GetAnnotations()
+	s := cache.Scope{Shard: a[cache.AnnotationShard], Cluster: a[cache.AnnotationCluster]}
+	if s.Shard == "" || s.Cluster == "" {
+		return cache.Scope{}, fmt.Errorf("object %s/%s lacks the %s and %s annotations", m.GetNamespace(), m.GetName(), cache.AnnotationShard, cache.AnnotationCluster)
+	}
+	return s, nil
+}
+
+type metav1Object interface {
+	GetNamespace() string
+	GetName() string
+	GetAnnotations() map[string]string
+}

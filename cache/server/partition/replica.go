@@ -1,0 +1,73 @@
+package partition
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// OriginMeta is the metadata a pushed copy keeps from its origin. Upstream
+// resets these fields before admission (rest.WipeObjectMetaSystemFields and
+// FillObjectMetaSystemFields on create; the custom resource strategy bumps
+// generation on update), so the HTTP layer reads them from the request body
+// and storage puts them back.
+type OriginMeta struct {
+	UID               types.UID
+	CreationTimestamp metav1.Time
+	Generation        int64
+}
+
+type originMetaKeyType int
+
+const originMetaKey originMetaKeyType = iota
+
+// WithOriginMeta returns a context carrying the origin metadata of the object
+// in the request body.
+func WithOriginMeta(ctx context.Context, m OriginMeta) context.Context {
+	return context.WithValue(ctx, originMetaKey, m)
+}
+
+func originMetaFrom(ctx context.Context) (OriginMeta, bool) {
+	m, ok := ctx.Value(originMetaKey).(OriginMeta)
+	return m, ok
+}
+
+// restoreOnCreate puts the origin's identity back on a copy being created.
+func restoreOnCreate(ctx context.Context, obj metav1.Object) {
+	m, ok := originMetaFrom(ctx)
+	if !ok {
+		return
+	}
+	if m.UID != "" {
+		obj.SetUID(m.UID)
+	}
+	if !m.CreationTimestamp.IsZero() {
+		obj.SetCreationTimestamp(m.CreationTimestamp)
+	}
+	if m.Generation > 0 {
+		obj.SetGeneration(m.Generation)
+	}
+}
+
+// restoreOnUpdate keeps a copy's generation under the origin's control: the
+// value from the request when it sent one, otherwise the stored one, so that a
+// spec change on the copy never bumps it.
+func restoreOnUpdate(ctx context.Context, existing, updated metav1.Object) {
+	if m, ok := originMetaFrom(ctx); ok && m.Generation > 0 {
+		updated.SetGeneration(m.Generation)
+		return
+	}
+	updated.SetGeneration(existing.GetGeneration())
+}
+
+// forgetFinalizers makes an object read during a DELETE look finalizer-free,
+// so that the registry deletes a copy at once: the copy's finalizers belong
+// to the origin, whose controllers never run against the cache. Upstream's
+// Store.Delete decides between "mark deleting" and "delete now" on exactly
+// this read (registry/generic/registry/store.go).
+func forgetFinalizers(obj metav1.Object) {
+	obj.SetFinalizers(nil)
+	obj.SetDeletionTimestamp(nil)
+	obj.SetDeletionGracePeriodSeconds(nil)
+}

@@ -1,0 +1,28 @@
+package partition
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+)
+
+// RESTOptionsGetter wraps an upstream getter so that every registry it
+// serves (the CRD registry through GenericConfig.RESTOptionsGetter, every
+// custom resource through apiextensions' CRDRESTOptionsGetter) stores through
+// StorageDecorator, with the watch cache on regardless of the delegate.
+type RESTOptionsGetter struct {
+	Delegate generic.RESTOptionsGetter
+}
+
+// GetRESTOptions implements generic.RESTOptionsGetter.
+func (g RESTOptionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	opts, err := g.Delegate.GetRESTOptions(resource, example)
+	if err != nil {
+		return opts, err
+	}
+	opts.Decorator = StorageDecorator
+	// No garbage collector runs against the cache; orphan and foreground
+	// finalizers would never be removed.
+	opts.EnableGarbageCollection = false
+	return opts, nil
+}

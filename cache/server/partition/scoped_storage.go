@@ -1,0 +1,262 @@
+package partition
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+// scopedStorage is the outermost storage.Interface of every resource. The
+// registry Store hands it keys without a partition; it inserts the partition
+// from the request scope, stamps the partition annotations on writes, and
+// turns wildcard reads into prefix reads with field filters.
+type scopedStorage struct {
+	delegate       storage.Interface
+	resourcePrefix string
+	groupResource  schema.GroupResource
+}
+
+var _ storage.Interface = &scopedStorage{}
+
+// everything is the scope of internal readers that carry no request scope,
+// such as upstream's CRD finalizer, which lists instances before a CRD goes.
+var everything = cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard}
+
+func (s *scopedStorage) Versioner() storage.Versioner { return s.delegate.Versioner() }
+
+func (s *scopedStorage) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
+	sc, err := s.writeScope(ctx, "create")
+	if err != nil {
+		return err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	if err := stampPartition(m, sc); err != nil {
+		return err
+	}
+	if !sc.IsSystem() {
+		restoreOnCreate(ctx, m)
+	}
+	k, err := scopedKey(s.resourcePrefix, sc, key)
+	if err != nil {
+		return err
+	}
+	return s.delegate.Create(ctx, k, obj, out, ttl)
+}
+
+func (s *scopedStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
+	sc, err := s.writeScope(ctx, "delete")
+	if err != nil {
+		return err
+	}
+	k, err := scopedKey(s.resourcePrefix, sc, key)
+	if err != nil {
+		return err
+	}
+	return s.delegate.Delete(ctx, k, out, preconditions, validateDeletion, cachedExistingObject, opts)
+}
+
+func (s *scopedStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	k, opts, err := s.readRequest(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.delegate.Watch(ctx, k, opts)
+}
+
+func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
+	sc, ok := cache.ScopeFrom(ctx)
+	if !ok {
+		return apierrors.NewInternalError(fmt.Errorf("reading %s without a cache scope in the request context", s.groupResource))
+	}
+	if sc.IsWildcard() {
+		return apierrors.NewBadRequest(fmt.Sprintf("cannot get %s by name in the wildcard scope %s: name one shard and one cluster, or list with fieldSelector=metadata.name=<name>", s.groupResource, sc))
+	}
+	k, err := scopedKey(s.resourcePrefix, sc, key)
+	if err != nil {
+		return err
+	}
+	if err := s.delegate.Get(ctx, k, opts, objPtr); err != nil {
+		return err
+	}
+	if !sc.IsSystem() && isDeletion(ctx) {
+		m, err := meta.Accessor(objPtr)
+		if err != nil {
+			return err
+		}
+		forgetFinalizers(m)
+	}
+	return nil
+}
+
+func (s *scopedStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	k, opts, err := s.readRequest(ctx, key, opts)
+	if err != nil {
+		return err
+	}
+	return s.delegate.GetList(ctx, k, opts, listObj)
+}
+
+func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
+	sc, err := s.writeScope(ctx, "update")
+	if err != nil {
+		return err
+	}
+	k, err := scopedKey(s.resourcePrefix, sc, key)
+	if err != nil {
+		return err
+	}
+	partitioned := func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+		out, ttl, err := tryUpdate(input, res)
+		if err != nil {
+			return nil, nil, err
+		}
+		om, err := meta.Accessor(out)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := stampPartition(om, sc); err != nil {
+			return nil, nil, err
+		}
+		if !sc.IsSystem() {
+			im, err := meta.Accessor(input)
+			if err != nil {
+				return nil, nil, err
+			}
+			restoreOnUpdate(ctx, im, om)
+		}
+		return out, ttl, nil
+	}
+	return s.delegate.GuaranteedUpdate(ctx, k, destination, ignoreNotFound, preconditions, partitioned, cachedExistingObject)
+}
+
+func (s *scopedStorage) Stats(ctx context.Context) (storage.Stats, error) {
+	return s.delegate.Stats(ctx)
+}
+
+func (s *scopedStorage) ReadinessCheck() error { return s.delegate.ReadinessCheck() }
+
+func (s *scopedStorage) RequestWatchProgress(ctx context.Context) error {
+	return s.delegate.RequestWatchProgress(ctx)
+}
+
+func (s *scopedStorage) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
+	return s.delegate.GetCurrentResourceVersion(ctx)
+}
+
+func (s *scopedStorage) EnableResourceSizeEstimation(f storage.KeysFunc) error {
+	return s.delegate.EnableResourceSizeEstimation(f)
+}
+
+func (s *scopedStorage) CompactRevision() int64 { return s.delegate.CompactRevision() }
+
+// writeScope returns the concrete scope a write goes to, or a Status error.
+// The HTTP layer refuses wildcard writes earlier; this is the backstop for
+// any caller that reaches storage another way.
+func (s *scopedStorage) writeScope(ctx context.Context, verb string) (cache.Scope, error) {
+	sc, ok := cache.ScopeFrom(ctx)
+	if !ok {
+		return cache.Scope{}, apierrors.NewInternalError(fmt.Errorf("cannot %s %s without a cache scope in the request context", verb, s.groupResource))
+	}
+	if sc.IsWildcard() {
+		return cache.Scope{}, apierrors.NewMethodNotSupported(s.groupResource, verb)
+	}
+	return sc, nil
+}
+
+// readRequest maps a list or watch onto storage. A concrete scope is a key
+// prefix. A wildcard scope becomes the broadest valid prefix ("s/*" keeps its
+// shard; "*/c" and "*/*" read the whole resource) plus field terms for what a
+// prefix cannot express: the cluster, the namespace, and the name of a
+// single-object watch.
+func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storage.ListOptions) (string, storage.ListOptions, error) {
+	sc, ok := cache.ScopeFrom(ctx)
+	if !ok {
+		sc = everything
+	}
+	if !sc.IsWildcard() {
+		k, err := scopedKey(s.resourcePrefix, sc, key)
+		return k, opts, err
+	}
+	rest, ok := strings.CutPrefix(key, s.resourcePrefix)
+	if !ok {
+		return "", opts, fmt.Errorf("key %q is outside resource prefix %q", key, s.resourcePrefix)
+	}
+
+	terms := []fields.Selector{}
+	if opts.Predicate.Field != nil && !opts.Predicate.Field.Empty() {
+		terms = append(terms, opts.Predicate.Field)
+	}
+	shard := ""
+	if sc.Shard != cache.Wildcard {
+		shard = sc.Shard
+	}
+	if sc.Cluster != cache.Wildcard {
+		terms = append(terms, fields.OneTermEqualSelector(FieldCluster, sc.Cluster))
+		opts.Predicate.IndexFields = append(append([]string(nil), opts.Predicate.IndexFields...), FieldCluster)
+	}
+	if ns, _ := request.NamespaceFrom(ctx); ns != "" {
+		terms = append(terms, fields.OneTermEqualSelector("metadata.namespace", ns))
+	}
+	if !opts.Recursive {
+		rest = strings.TrimSuffix(rest, "/")
+		if rest == "" {
+			return "", opts, apierrors.NewBadRequest("a single-object read needs a name")
+		}
+		terms = append(terms, fields.OneTermEqualSelector("metadata.name", path.Base(rest)))
+		opts.Recursive = true
+	}
+	opts.Predicate.Field = fields.AndSelectors(terms...)
+	if opts.Predicate.GetAttrs != nil {
+		opts.Predicate.GetAttrs = withPartitionFields(opts.Predicate.GetAttrs)
+	}
+	return partitionPrefix(s.resourcePrefix, shard, ""), opts, nil
+}
+
+// stampPartition sets the partition annotations from the scope, refusing an
+// object that names another partition. It leaves a matching object untouched,
+// because the object may be shared with the watch cache.
+func stampPartition(m metav1.Object, sc cache.Scope) error {
+	a := m.GetAnnotations()
+	want := [...][2]string{{cache.AnnotationShard, sc.Shard}, {cache.AnnotationCluster, sc.Cluster}}
+	matches := true
+	for _, kv := range want {
+		got, present := a[kv[0]]
+		if present && got != kv[1] {
+			return apierrors.NewBadRequest(fmt.Sprintf("annotation %s=%q does not match %q from the request path; the server sets it", kv[0], got, kv[1]))
+		}
+		matches = matches && present
+	}
+	if matches {
+		return nil
+	}
+	out := make(map[string]string, len(a)+2)
+	for k, v := range a {
+		out[k] = v
+	}
+	for _, kv := range want {
+		out[kv[0]] = kv[1]
+	}
+	m.SetAnnotations(out)
+	return nil
+}
+
+func isDeletion(ctx context.Context) bool {
+	info, ok := request.RequestInfoFrom(ctx)
+	return ok && (info.Verb == "delete" || info.Verb == "deletecollection")
+}
