@@ -1,0 +1,163 @@
+package filters
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
+)
+
+var crdResource = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
+
+// GuardConfig is what WithRequestGuard needs to know about the server.
+type GuardConfig struct {
+	// Codecs encodes error Status responses.
+	Codecs runtime.NegotiatedSerializer
+	// MaxRequestBodyBytes bounds how much of a write's body is read to find
+	// the origin metadata; a larger body is refused with 413.
+	MaxRequestBodyBytes int64
+	// ProtectedCRDs are bootstrapped CRD names ("<plural>.<group>") that
+	// cannot be deleted.
+	ProtectedCRDs sets.Set[string]
+	// CRDInUse reports whether any partition holds objects of the CRD named
+	// crdName. A CRD in use cannot be deleted: upstream's CRD finalizer
+	// deletes instances without a request scope, which cannot address a
+	// partition, so the CRD would hang in Terminating.
+	CRDInUse func(ctx context.Context, crdName string) (bool, error)
+}
+
+var writeVerbs = sets.New("create", "update", "patch", "delete", "deletecollection")
+
+// WithRequestGuard refuses requests that must never reach storage and carries
+// a pushed copy's origin metadata into the request context. It expects the
+// request info (upstream's WithRequestInfo) and the scope (WithPartition) in
+// the context, so install it inside the default handler chain.
+func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		ctx := req.Context()
+		info, ok := request.RequestInfoFrom(ctx)
+		scope, scoped := cache.ScopeFrom(ctx)
+		if !ok || !info.IsResourceRequest || !scoped {
+			handler.ServeHTTP(w, req)
+			return
+		}
+		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+
+		if scope.IsWildcard() {
+			if err := checkWildcardRequest(req, info, scope, gr); err != nil {
+				writeStatus(w, req, cfg.Codecs, err)
+				return
+			}
+			handler.ServeHTTP(w, req)
+			return
+		}
+
+		if gr == crdResource && (info.Verb == "delete" || info.Verb == "deletecollection") {
+			if err := checkCRDDeletion(ctx, info, cfg); err != nil {
+				writeStatus(w, req, cfg.Codecs, err)
+				return
+			}
+		}
+
+		if !scope.IsSystem() && (info.Verb == "create" || info.Verb == "update" || info.Verb == "patch") && info.Subresource == "" {
+			var err error
+			if req, err = withOriginMeta(req, cfg.MaxRequestBodyBytes); err != nil {
+				writeStatus(w, req, cfg.Codecs, err)
+				return
+			}
+		}
+		handler.ServeHTTP(w, req)
+	})
+}
+
+// checkWildcardRequest allows only lists and watches through a wildcard.
+func checkWildcardRequest(req *http.Request, info *request.RequestInfo, scope cache.Scope, gr schema.GroupResource) error {
+	switch {
+	case writeVerbs.Has(info.Verb):
+		return apierrors.NewMethodNotSupported(gr, fmt.Sprintf("%s in the wildcard scope %s (writes need one shard and one cluster)", info.Verb, scope))
+	case info.Verb == "get":
+		return apierrors.NewBadRequest(fmt.Sprintf("cannot get %s %q in the wildcard scope %s: name one shard and one cluster, or list with fieldSelector=metadata.name=%s", gr, info.Name, scope, info.Name))
+	case info.Verb == "watch":
+		if v, err := strconv.ParseBool(req.URL.Query().Get("sendInitialEvents")); err == nil && v {
+			// client-go buffers a watch-list's initial events by
+			// namespace/name and would collapse same-named objects of
+			// different partitions; on this error it falls back to LIST+WATCH.
+			return apierrors.NewBadRequest(fmt.Sprintf("sendInitialEvents is not supported in the wildcard scope %s: list, then watch from the list's resourceVersion", scope))
+		}
+	}
+	return nil
+}
+
+func checkCRDDeletion(ctx context.Context, info *request.RequestInfo, cfg GuardConfig) error {
+	if info.Verb == "deletecollection" {
+		return apierrors.NewMethodNotSupported(crdResource, "deletecollection (delete CRDs one by one)")
+	}
+	if cfg.ProtectedCRDs.Has(info.Name) {
+		return apierrors.NewForbidden(crdResource, info.Name, fmt.Errorf("it is bootstrapped by the cache server"))
+	}
+	if cfg.CRDInUse == nil {
+		return nil
+	}
+	inUse, err := cfg.CRDInUse(ctx, info.Name)
+	if err != nil {
+		return apierrors.NewInternalError(fmt.Errorf("checking whether %s still has objects: %w", info.Name, err))
+	}
+	if inUse {
+		return apierrors.NewConflict(crdResource, info.Name, fmt.Errorf("objects of this type are still stored in the cache; delete them in every partition first"))
+	}
+	return nil
+}
+
+// originMetaBody is the part of a pushed copy that upstream would reset.
+type originMetaBody struct {
+	Metadata struct {
+		UID               types.UID   `json:"uid"`
+		CreationTimestamp metav1.Time `json:"creationTimestamp"`
+		Generation        int64       `json:"generation"`
+	} `json:"metadata"`
+}
+
+var jsonBodyTypes = sets.New("application/json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+
+// withOriginMeta reads a JSON write's body (bounded), records the origin's
+// uid, creationTimestamp and generation in the context, and restores the body
+// for the real handler. Other encodings pass through untouched.
+func withOriginMeta(req *http.Request, limit int64) (*http.Request, error) {
+	mediaType, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	if err != nil || !jsonBodyTypes.Has(mediaType) || req.Body == nil {
+		return req, nil
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	_ = req.Body.Close()
+	if err != nil {
+		return req, apierrors.NewBadRequest(fmt.Sprintf("reading request body: %v", err))
+	}
+	if int64(len(body)) > limit {
+		return req, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
+	}
+	var parsed originMetaBody
+	if err := json.Unmarshal(body, &parsed); err != nil {
+		return req, apierrors.NewBadRequest(fmt.Sprintf("the request body is not a valid JSON object: %v", err))
+	}
+	m := parsed.Metadata
+	ctx := partition.WithOriginMeta(req.Context(), partition.OriginMeta{UID: m.UID, CreationTimestamp: m.CreationTimestamp, Generation: m.Generation})
+	r := req.WithContext(ctx)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	return r, nil
+}
