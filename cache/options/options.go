@@ -1,0 +1,118 @@
+package options
+
+import (
+	"fmt"
+	"path/filepath"
+
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	cliflag "k8s.io/component-base/cli/flag"
+)
+
+const (
+	// DefaultRootDirectory is where a cache server keeps its state when
+	// --root-directory is not given.
+	DefaultRootDirectory = ".kcp-cache"
+
+	// DefaultEtcdPrefix keeps cache data apart from anything else in a shared
+	// etcd.
+	DefaultEtcdPrefix = "/cache"
+
+	// DefaultSecurePort is kcp's cache-server port.
+	DefaultSecurePort = 6443
+)
+
+// Options are a cache server's options.
+type Options struct {
+	// RootDirectory holds the serving certificate, the admin kubeconfig and,
+	// by default, the embedded etcd's data.
+	RootDirectory string
+
+	SecureServing *genericoptions.SecureServingOptionsWithLoopback
+	Etcd          *genericoptions.EtcdOptions
+	EmbeddedEtcd  *EmbeddedEtcdOptions
+}
+
+// CompletedOptions are options with defaults filled in; only Complete makes them.
+type CompletedOptions struct {
+	*completedOptions
+}
+
+type completedOptions struct {
+	Options
+}
+
+// NewOptions returns options with kcp-compatible defaults.
+func NewOptions() *Options {
+	o := &Options{
+		RootDirectory: DefaultRootDirectory,
+		SecureServing: genericoptions.NewSecureServingOptions().WithLoopback(),
+		Etcd: genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(
+			DefaultEtcdPrefix,
+			apiextensionsapiserver.Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, apiextensionsv1.SchemeGroupVersion),
+		)),
+		EmbeddedEtcd: NewEmbeddedEtcdOptions(),
+	}
+	o.SecureServing.BindPort = DefaultSecurePort
+	o.SecureServing.ServerCert.PairName = "apiserver"
+	// The watch cache is what makes this a cache server; see Validate.
+	o.Etcd.EnableWatchCache = true
+	// No garbage collector runs against the cache.
+	o.Etcd.EnableGarbageCollection = false
+	return o
+}
+
+// AddFlags adds the options' flags to named sections of fss.
+func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
+	general := fss.FlagSet("Cache server")
+	general.StringVar(&o.RootDirectory, "root-directory", o.RootDirectory,
+		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory.")
+	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
+	o.Etcd.AddFlags(fss.FlagSet("Etcd"))
+	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
+}
+
+// Complete fills in defaults that depend on other options.
+func (o *Options) Complete() (CompletedOptions, error) {
+	if o.RootDirectory == "" {
+		o.RootDirectory = DefaultRootDirectory
+	}
+	root, err := filepath.Abs(o.RootDirectory)
+	if err != nil {
+		return CompletedOptions{}, fmt.Errorf("resolving --root-directory: %w", err)
+	}
+	o.RootDirectory = root
+	if o.SecureServing.ServerCert.CertDirectory == "" {
+		o.SecureServing.ServerCert.CertDirectory = root
+	}
+	o.EmbeddedEtcd.Enabled = len(o.Etcd.StorageConfig.Transport.ServerList) == 0
+	if o.EmbeddedEtcd.Directory == "" {
+		o.EmbeddedEtcd.Directory = filepath.Join(root, "etcd-server")
+	} else if !filepath.IsAbs(o.EmbeddedEtcd.Directory) {
+		o.EmbeddedEtcd.Directory = filepath.Join(root, o.EmbeddedEtcd.Directory)
+	}
+	return CompletedOptions{&completedOptions{Options: *o}}, nil
+}
+
+// Validate reports every invalid or contradictory setting.
+func (o CompletedOptions) Validate() []error {
+	var errs []error
+	errs = append(errs, o.SecureServing.Validate()...)
+	if o.EmbeddedEtcd.Enabled {
+		// The embedded member is filled in as the server list later; the
+		// upstream check for a non-empty list does not apply yet.
+		errs = append(errs, o.EmbeddedEtcd.Validate()...)
+	} else {
+		errs = append(errs, o.Etcd.Validate()...)
+	}
+	if !o.Etcd.EnableWatchCache {
+		errs = append(errs, fmt.Errorf("--watch-cache=false is not supported: the cache server always serves from the watch cache"))
+	}
+	if o.Etcd.EnableGarbageCollection {
+		errs = append(errs, fmt.Errorf("--enable-garbage-collector is not supported: no garbage collector runs against the cache"))
+	}
+	return errs
+}

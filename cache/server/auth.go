@@ -1,0 +1,83 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strings"
+
+	apiserverapis "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
+	"k8s.io/apiserver/pkg/authentication/request/anonymous"
+	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
+	authzpath "k8s.io/apiserver/pkg/authorization/path"
+	authzunion "k8s.io/apiserver/pkg/authorization/union"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+)
+
+const (
+	adminTokenFileName = "admin.token"
+	// AdminUser is the user the admin kubeconfig authenticates as.
+	AdminUser = "kcp-cache-admin"
+)
+
+// healthPaths answer anonymous requests: machines probe them without
+// credentials and read only the status code.
+var healthPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
+
+// applyAuth sets explicit authentication and authorization. Both must be
+// set: a nil authenticator or authorizer makes upstream skip the check.
+// The admin token and the loopback token map to system:masters; anonymous
+// requests may reach only the health endpoints.
+func applyAuth(c *genericapiserver.Config, adminToken string) error {
+	tokens := authenticatorfactory.NewFromTokens(map[string]*user.DefaultInfo{
+		adminToken: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
+	}, nil)
+	conditions := make([]apiserverapis.AnonymousAuthCondition, 0, len(healthPaths))
+	for _, p := range healthPaths {
+		conditions = append(conditions, apiserverapis.AnonymousAuthCondition{Path: p})
+	}
+	c.Authentication.Authenticator = authnunion.New(tokens, anonymous.NewAuthenticator(conditions))
+
+	allowPaths := append([]string{}, healthPaths...)
+	for _, p := range healthPaths[:3] {
+		allowPaths = append(allowPaths, p+"/*")
+	}
+	pathAuthorizer, err := authzpath.NewAuthorizer(allowPaths)
+	if err != nil {
+		return err
+	}
+	c.Authorization.Authorizer, err = authzunion.New(
+		authzunion.NamedAuthorizer{AuthorizerName: "privileged-groups", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
+		authzunion.NamedAuthorizer{AuthorizerName: "health-paths", Authorizer: pathAuthorizer},
+	)
+	if err != nil {
+		return err
+	}
+	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
+	return nil
+}
+
+// loadOrCreateAdminToken keeps the admin token stable across restarts, so
+// that a kubeconfig copied elsewhere keeps working.
+func loadOrCreateAdminToken(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+	} else if !os.IsNotExist(err) {
+		return "", fmt.Errorf("reading admin token: %w", err)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	token := hex.EncodeToString(raw)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("writing admin token: %w", err)
+	}
+	return token, nil
+}

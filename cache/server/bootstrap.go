@@ -1,0 +1,128 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+// BootstrapHookName is the post-start hook that installs the bootstrapped
+// CRDs; /readyz reports it until every type is served from a warm cache.
+const BootstrapHookName = "kcp-cache-bootstrap-crds"
+
+const bootstrapRetryInterval = 200 * time.Millisecond
+
+// bootstrapCRDs creates or updates each CRD, then waits until it is
+// Established and its watch cache answers lists. It retries until ctx ends:
+// a post-start hook that returns an error stops the process, and a cache
+// server whose etcd is briefly unreachable should wait, not die.
+func bootstrapCRDs(ctx context.Context, loopback *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
+	logger := klog.FromContext(ctx).WithName("bootstrap")
+	crdClient, err := apiextensionsclient.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		err := wait.PollUntilContextCancel(ctx, bootstrapRetryInterval, true, func(ctx context.Context) (bool, error) {
+			done, err := ensureCRD(ctx, crdClient, dyn, crd)
+			if err != nil {
+				logger.Info("Bootstrapping CRD, will retry", "crd", crd.Name, "err", err)
+			}
+			return done, nil
+		})
+		if err != nil {
+			return fmt.Errorf("bootstrapping CRD %s: %w", crd.Name, err)
+		}
+		logger.V(2).Info("CRD is served", "crd", crd.Name)
+	}
+	return nil
+}
+
+// ensureCRD makes one step towards crd being served; true when it is.
+func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dynamic.Interface, want *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+	crds := client.ApiextensionsV1().CustomResourceDefinitions()
+	got, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err := crds.Create(ctx, want, metav1.CreateOptions{})
+		return false, err
+	case err != nil:
+		return false, err
+	case !equality.Semantic.DeepEqual(got.Spec.Names, want.Spec.Names) || !equality.Semantic.DeepEqual(got.Spec.Versions, want.Spec.Versions) || got.Spec.Scope != want.Spec.Scope:
+		updated := got.DeepCopy()
+		updated.Spec.Names, updated.Spec.Versions, updated.Spec.Scope = want.Spec.Names, want.Spec.Versions, want.Spec.Scope
+		_, err := crds.Update(ctx, updated, metav1.UpdateOptions{})
+		return false, err
+	case !isEstablished(got):
+		return false, nil
+	}
+	// Established is not enough: the first lists after it get 429 while the
+	// watch cache initializes.
+	gvr := schema.GroupVersionResource{Group: want.Spec.Group, Version: want.Spec.Versions[0].Name, Resource: want.Spec.Names.Plural}
+	if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return false, fmt.Errorf("watch cache of %s not ready yet: %w", gvr.GroupResource(), err)
+	}
+	return true, nil
+}
+
+func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// newCRDInUseChecker answers whether any partition holds objects of a CRD,
+// by listing one object through the "*/*" scope over the loopback client.
+func newCRDInUseChecker(loopback *rest.Config) func(ctx context.Context, name string) (bool, error) {
+	return func(ctx context.Context, name string) (bool, error) {
+		crdClient, err := apiextensionsclient.NewForConfig(loopback)
+		if err != nil {
+			return false, err
+		}
+		crd, err := crdClient.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		everywhere := rest.CopyConfig(loopback)
+		everywhere.Host += cache.ScopedPathPrefix(cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard})
+		dyn, err := dynamic.NewForConfig(everywhere)
+		if err != nil {
+			return false, err
+		}
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+			list, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return false, err
+			}
+			return len(list.Items) > 0, nil
+		}
+		return false, nil
+	}
+}

@@ -1,0 +1,190 @@
+package server
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
+	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	"k8s.io/apimachinery/pkg/util/sets"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
+	genericregistry "k8s.io/apiserver/pkg/registry/generic"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/apiserver/pkg/util/openapi"
+	"k8s.io/apiserver/pkg/util/webhook"
+	"k8s.io/client-go/kubernetes/scheme"
+	netutils "k8s.io/utils/net"
+
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
+)
+
+// KubeconfigFileName is the admin kubeconfig a server writes into its root directory.
+const KubeconfigFileName = "cache.kubeconfig"
+
+// Config is a cache server's configuration: the upstream apiextensions
+// configuration plus what is ours.
+type Config struct {
+	Apiextensions *apiextensionsapiserver.Config
+	Extra         ExtraConfig
+}
+
+// ExtraConfig is the cache-specific part of Config.
+type ExtraConfig struct {
+	// BootstrapCRDs are created or updated in the system partition at start;
+	// the server is not ready until they are Established and their watch
+	// caches serve. Defaults to DefaultBootstrapCRDs.
+	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
+
+	// EmbeddedEtcd, when set, is started by New before any storage is built.
+	EmbeddedEtcd *embeddedetcd.Config
+
+	// AdminToken authenticates the admin kubeconfig's user (system:masters).
+	AdminToken string
+	// ServingCAData lets clients verify the serving certificate.
+	ServingCAData []byte
+	// KubeconfigPath is where the admin kubeconfig is written; empty skips it.
+	KubeconfigPath string
+}
+
+// CompletedConfig can only be made by Config.Complete.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+type completedConfig struct {
+	Apiextensions apiextensionsapiserver.CompletedConfig
+	Extra         *ExtraConfig
+}
+
+// NewConfig turns completed options into a server configuration. It creates
+// (or reuses) the serving certificate and admin token under the root
+// directory and opens the secure listener, but starts nothing.
+func NewConfig(opts options.CompletedOptions) (*Config, error) {
+	if err := os.MkdirAll(opts.RootDirectory, 0o700); err != nil {
+		return nil, fmt.Errorf("creating root directory: %w", err)
+	}
+	extra := ExtraConfig{
+		BootstrapCRDs:  DefaultBootstrapCRDs(),
+		KubeconfigPath: filepath.Join(opts.RootDirectory, KubeconfigFileName),
+	}
+
+	if opts.EmbeddedEtcd.Enabled {
+		ec, err := embeddedetcd.Config{
+			Directory:  opts.EmbeddedEtcd.Directory,
+			ClientPort: opts.EmbeddedEtcd.ClientPort,
+			PeerPort:   opts.EmbeddedEtcd.PeerPort,
+		}.WithPorts()
+		if err != nil {
+			return nil, err
+		}
+		extra.EmbeddedEtcd = &ec
+		opts.Etcd.StorageConfig.Transport.ServerList = []string{ec.ClientURL()}
+	}
+
+	if err := opts.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
+	}
+	caData, err := servingCAData(opts.SecureServing.SecureServingOptions)
+	if err != nil {
+		return nil, err
+	}
+	extra.ServingCAData = caData
+	token, err := loadOrCreateAdminToken(filepath.Join(opts.RootDirectory, adminTokenFileName))
+	if err != nil {
+		return nil, err
+	}
+	extra.AdminToken = token
+
+	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
+	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
+	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on them).
+	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(
+		openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions),
+		openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme))
+	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
+		return nil, err
+	}
+	if err := opts.Etcd.ApplyTo(&generic.Config); err != nil {
+		return nil, err
+	}
+	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
+	_, port, err := net.SplitHostPort(generic.SecureServing.Listener.Addr().String())
+	if err != nil {
+		return nil, err
+	}
+	generic.ExternalAddress = net.JoinHostPort("localhost", port)
+	if err := applyAuth(&generic.Config, token); err != nil {
+		return nil, err
+	}
+
+	crdOptionsGetter, err := crdRESTOptionsGetter(opts, generic)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &Config{
+		Apiextensions: &apiextensionsapiserver.Config{
+			GenericConfig: generic,
+			ExtraConfig: apiextensionsapiserver.ExtraConfig{
+				CRDRESTOptionsGetter: partition.RESTOptionsGetter{Delegate: crdOptionsGetter},
+				// One cache server per etcd prefix: no need to delay
+				// establishing CRDs for HA peers.
+				MasterCount:         1,
+				AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noopoteltrace.NewTracerProvider()),
+			},
+		},
+		Extra: extra,
+	}
+	return cfg, nil
+}
+
+// Complete fills in what depends on the rest of the configuration and
+// installs the partitioning filters around the default handler chain.
+func (c *Config) Complete() CompletedConfig {
+	generic := c.Apiextensions.GenericConfig
+	guard := filters.GuardConfig{
+		Codecs:              apiextensionsapiserver.Codecs,
+		MaxRequestBodyBytes: generic.MaxRequestBodyBytes,
+		ProtectedCRDs:       sets.New[string](),
+		CRDInUse:            newCRDInUseChecker(generic.LoopbackClientConfig),
+	}
+	for _, crd := range c.Extra.BootstrapCRDs {
+		guard.ProtectedCRDs.Insert(crd.Name)
+	}
+	generic.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
+		h := filters.WithRequestGuard(apiHandler, guard)
+		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
+		return filters.WithPartition(h, apiextensionsapiserver.Codecs)
+	}
+	return CompletedConfig{&completedConfig{
+		Apiextensions: c.Apiextensions.Complete(),
+		Extra:         &c.Extra,
+	}}
+}
+
+// listenAddress returns host:port clients on this machine reach the server at.
+func listenAddress(l net.Listener) string {
+	addr := l.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
+}
+
+// crdRESTOptionsGetter is apiextensions' own getter for custom resources
+// (JSON storage codec, no per-resource cache sizes), before our wrapper.
+func crdRESTOptionsGetter(opts options.CompletedOptions, generic *genericapiserver.RecommendedConfig) (genericregistry.RESTOptionsGetter, error) {
+	return apiextensionsoptions.NewCRDRESTOptionsGetter(*opts.Etcd, generic.ResourceTransformers, generic.StorageObjectCountTracker), nil
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"fmt"
+	"os"
+
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// servingCAData returns PEM data that verifies the serving certificate. For
+// a self-signed certificate the file holds the leaf and its signing CA.
+func servingCAData(o *genericoptions.SecureServingOptions) ([]byte, error) {
+	if o.ServerCert.GeneratedCert != nil {
+		cert, _ := o.ServerCert.GeneratedCert.CurrentCertKeyContent()
+		return cert, nil
+	}
+	if f := o.ServerCert.CertKey.CertFile; f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("reading serving certificate: %w", err)
+		}
+		return b, nil
+	}
+	return nil, nil
+}
+
+// adminRESTConfig is a client configuration for the admin user.
+func adminRESTConfig(host string, caData []byte, token string) *rest.Config {
+	return &rest.Config{
+		Host:            "https://" + host,
+		BearerToken:     token,
+		TLSClientConfig: rest.TLSClientConfig{CAData: caData},
+		QPS:             -1, // the cache is ours; let callers' own limits apply
+	}
+}
+
+// writeKubeconfig writes cfg as a kubeconfig with one context, "cache".
+func writeKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["cache"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["cache"] = &clientcmdapi.Context{Cluster: "cache", AuthInfo: "admin"}
+	kc.CurrentContext = "cache"
+	return clientcmd.WriteToFile(*kc, path)
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+)
+
+// Server is a cache server that has been built but may not run yet.
+type Server struct {
+	// GenericAPIServer is the upstream server; hosts may add hooks and checks.
+	GenericAPIServer *genericapiserver.GenericAPIServer
+
+	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
+	etcd          *embeddedetcd.Server
+	adminConfig   *rest.Config
+}
+
+// New starts the embedded etcd (if configured), builds the API server and
+// writes the admin kubeconfig. On error, everything it started is stopped.
+func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
+	logger := klog.FromContext(ctx).WithName("cache-server")
+	s := &Server{}
+	if c.Extra.EmbeddedEtcd != nil {
+		if s.etcd, err = embeddedetcd.Start(ctx, *c.Extra.EmbeddedEtcd); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				s.etcd.Close()
+			}
+		}()
+	}
+
+	s.apiextensions, err = c.Apiextensions.New(genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	s.GenericAPIServer = s.apiextensions.GenericAPIServer
+
+	loopback := s.GenericAPIServer.LoopbackClientConfig
+	crds := c.Extra.BootstrapCRDs
+	if err := s.GenericAPIServer.AddPostStartHook(BootstrapHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		return bootstrapCRDs(klog.NewContext(hookCtx, logger), loopback, crds)
+	}); err != nil {
+		return nil, err
+	}
+
+	listener := c.Apiextensions.GenericConfig.SecureServing.Listener
+	s.adminConfig = adminRESTConfig(listenAddress(listener), c.Extra.ServingCAData, c.Extra.AdminToken)
+	if c.Extra.KubeconfigPath != "" {
+		if err := writeKubeconfig(c.Extra.KubeconfigPath, s.adminConfig); err != nil {
+			return nil, fmt.Errorf("writing admin kubeconfig: %w", err)
+		}
+	}
+	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", c.Extra.KubeconfigPath)
+	return s, nil
+}
+
+// AdminConfig returns a client configuration for the server root (no
+// /services/cache prefix) authenticated as the admin user.
+func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
+
+// PreparedServer is a server whose handlers are complete.
+type PreparedServer struct {
+	s   *Server
+	run func(context.Context) error
+}
+
+// PrepareRun finishes the handler setup (OpenAPI, health endpoints).
+func (s *Server) PrepareRun() PreparedServer {
+	return PreparedServer{s: s, run: s.GenericAPIServer.PrepareRun().RunWithContext}
+}
+
+// Run serves until ctx is done, then shuts down gracefully: the API server
+// drains and stops first, the embedded etcd after it.
+func (p PreparedServer) Run(ctx context.Context) error {
+	if p.s.etcd != nil {
+		defer p.s.etcd.Close()
+	}
+	return p.run(ctx)
+}
