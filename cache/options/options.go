@@ -58,6 +58,8 @@ func NewOptions() *Options {
 	}
 	o.SecureServing.BindPort = DefaultSecurePort
 	o.SecureServing.ServerCert.PairName = "apiserver"
+	// Complete puts the certificate under the root directory.
+	o.SecureServing.ServerCert.CertDirectory = ""
 	// The watch cache is what makes this a cache server; see Validate.
 	o.Etcd.EnableWatchCache = true
 	// No garbage collector runs against the cache.

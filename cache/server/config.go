@@ -109,10 +109,12 @@ func NewConfig(opts options.CompletedOptions) (*Config, error) {
 	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
 	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
-	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on them).
-	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(
-		openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions),
-		openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme))
+	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on
+	// them); kubectl's client-side validation still downloads v2.
+	definitions := openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)
+	namer := openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme)
+	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
+	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
 	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return nil, err
 	}
@@ -167,8 +169,14 @@ func (c *Config) Complete() CompletedConfig {
 		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
 		return filters.WithPartition(h, apiextensionsapiserver.Codecs)
 	}
+	apiextensions := c.Apiextensions.Complete()
+	// apiextensions turns discovery off because kube-apiserver's aggregator
+	// serves /apis in front of it; here nothing is in front, and clients
+	// (kubectl) need /apis under every scoped prefix. The CRD discovery
+	// controller feeds the aggregated discovery manager this enables.
+	apiextensions.GenericConfig.EnableDiscovery = true
 	return CompletedConfig{&completedConfig{
-		Apiextensions: c.Apiextensions.Complete(),
+		Apiextensions: apiextensions,
 		Extra:         &c.Extra,
 	}}
 }

@@ -25,7 +25,7 @@ type Server struct {
 // New starts the embedded etcd (if configured), builds the API server and
 // writes the admin kubeconfig. On error, everything it started is stopped.
 func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
-	logger := klog.FromContext(ctx).WithName("cache-server")
+	logger := klog.FromContext(ctx)
 	s := &Server{}
 	if c.Extra.EmbeddedEtcd != nil {
 		if s.etcd, err = embeddedetcd.Start(ctx, *c.Extra.EmbeddedEtcd); err != nil {

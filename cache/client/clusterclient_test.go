@@ -1,0 +1,97 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+)
+
+func listOptions() metav1.ListOptions { return metav1.ListOptions{} }
+func getOptions() metav1.GetOptions   { return metav1.GetOptions{} }
+
+func TestClusterClientPaths(t *testing.T) {
+	srv := newFakeServer(t)
+	ctx := context.Background()
+	for _, base := range []string{srv.URL, srv.URL + "/services/cache/shards/beige/clusters/other"} {
+		client, err := NewForConfig(&rest.Config{Host: base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tests := []struct {
+			name string
+			do   func() error
+			want string
+		}{
+			{"cluster-scoped get", func() error {
+				_, err := client.Cluster("amber", "root").Resource(thingsGVR).Get(ctx, "x", getOptions())
+				return err
+			}, "/services/cache/shards/amber/clusters/root/apis/g/v1/things/x"},
+			{"namespaced get", func() error {
+				_, err := client.Cluster("amber", "root").Resource(thingsGVR).Namespace("ns").Get(ctx, "x", getOptions())
+				return err
+			}, "/services/cache/shards/amber/clusters/root/apis/g/v1/namespaces/ns/things/x"},
+			{"wildcard list", func() error {
+				_, err := client.Cluster("*", "*").Resource(thingsGVR).List(ctx, listOptions())
+				return err
+			}, "/services/cache/shards/*/clusters/*/apis/g/v1/things"},
+			{"one cluster across shards", func() error {
+				_, err := client.Cluster("*", "root").Resource(thingsGVR).List(ctx, listOptions())
+				return err
+			}, "/services/cache/shards/*/clusters/root/apis/g/v1/things"},
+			{"create", func() error {
+				obj := &unstructured.Unstructured{}
+				obj.SetAPIVersion("g/v1")
+				obj.SetKind("Thing")
+				obj.SetName("x")
+				_, err := client.Cluster("amber", "root").Resource(thingsGVR).Create(ctx, obj, metav1.CreateOptions{})
+				return err
+			}, "/services/cache/shards/amber/clusters/root/apis/g/v1/things"},
+		}
+		for _, tc := range tests {
+			t.Run(base+" "+tc.name, func(t *testing.T) {
+				if err := tc.do(); err != nil {
+					t.Fatal(err)
+				}
+				if got := srv.lastPath(t); got != tc.want {
+					t.Errorf("path %q, want %q", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+func TestClusterClientInvalidScope(t *testing.T) {
+	srv := newFakeServer(t)
+	client, err := NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range [][2]string{{"a/b", "root"}, {"amber", "root:org"}, {"", "root"}, {"amber", ".."}} {
+		_, err := client.Cluster(scope[0], scope[1]).Resource(thingsGVR).Get(context.Background(), "x", getOptions())
+		if err == nil {
+			t.Errorf("scope %v: want an error", scope)
+		}
+	}
+	if n := srv.requests(); n != 0 {
+		t.Errorf("%d requests reached the server", n)
+	}
+}
+
+func TestNewForConfigRejectsBadHost(t *testing.T) {
+	if _, err := NewForConfig(&rest.Config{Host: "https://cache.example/%zz"}); err == nil {
+		t.Error("want an error")
+	}
+}
+
+func TestClusterClientSharesRateLimiter(t *testing.T) {
+	client, err := NewForConfig(&rest.Config{Host: "https://cache.example", QPS: 3, Burst: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if client.config.RateLimiter == nil || client.config.RateLimiter.QPS() != 3 {
+		t.Fatalf("no shared rate limiter with the config's QPS: %v", client.config.RateLimiter)
+	}
+}

@@ -1,0 +1,87 @@
+package client
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// observedListerWatcher wraps the ListerWatcher of an informer. It records
+// list and watch outcomes in a freshness, and it declares watch-list
+// semantics unsupported.
+//
+// The declaration matters: client-go v0.37 enables the WatchListClient
+// feature by default, and its reflector then opens a watch with
+// sendInitialEvents=true instead of listing, unless
+// watchlist.DoesClientNotSupportWatchListSemantics reports the ListerWatcher
+// it was built with as unsupported. A kcp-cache server refuses such watches on
+// wildcard scopes, and the reflector's watch-list buffer keys objects by
+// namespace/name, so same-named copies from different clusters would collapse.
+// With the declaration the reflector lists and then watches.
+type observedListerWatcher struct {
+	delegate  cache.ListerWatcherWithContext
+	freshness *freshness
+}
+
+var (
+	_ cache.ListerWatcher            = &observedListerWatcher{}
+	_ cache.ListerWatcherWithContext = &observedListerWatcher{}
+)
+
+func newObservedListerWatcher(lw cache.ListerWatcher, f *freshness) *observedListerWatcher {
+	return &observedListerWatcher{delegate: cache.ToListerWatcherWithContext(lw), freshness: f}
+}
+
+// IsWatchListSemanticsUnSupported tells client-go's reflector to list and
+// watch rather than stream the initial list.
+func (lw *observedListerWatcher) IsWatchListSemanticsUnSupported() bool { return true }
+
+// List implements cache.Lister.
+func (lw *observedListerWatcher) List(options metav1.ListOptions) (runtime.Object, error) {
+	return lw.ListWithContext(context.Background(), options)
+}
+
+// ListWithContext implements cache.ListerWithContext. Only the last page of a
+// paginated list counts as a sync: earlier pages leave the store incomplete.
+func (lw *observedListerWatcher) ListWithContext(ctx context.Context, options metav1.ListOptions) (runtime.Object, error) {
+	obj, err := lw.delegate.ListWithContext(ctx, options)
+	if err != nil {
+		return obj, err
+	}
+	if l, lerr := meta.ListAccessor(obj); lerr != nil || l.GetContinue() == "" {
+		lw.freshness.listed()
+	}
+	return obj, nil
+}
+
+// Watch implements cache.Watcher.
+func (lw *observedListerWatcher) Watch(options metav1.ListOptions) (watch.Interface, error) {
+	return lw.WatchWithContext(context.Background(), options)
+}
+
+// WatchWithContext implements cache.WatcherWithContext. The watch counts as
+// established until it is stopped; the reflector stops every watch it is done
+// with, including one the server closed.
+func (lw *observedListerWatcher) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
+	w, err := lw.delegate.WatchWithContext(ctx, options)
+	if err != nil {
+		return w, err
+	}
+	return &observedWatch{Interface: w, closed: lw.freshness.watchOpened()}, nil
+}
+
+// observedWatch reports its Stop to freshness.
+type observedWatch struct {
+	watch.Interface
+	closed func()
+}
+
+// Stop implements watch.Interface.
+func (w *observedWatch) Stop() {
+	w.Interface.Stop()
+	w.closed()
+}
