@@ -1,0 +1,78 @@
+package server_test
+
+import (
+	"testing"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+)
+
+// Plain clients (kubectl among them) discover types under a scoped prefix.
+func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
+	srv := cachetest.StartServer(t)
+	installWidgets(t, srv)
+	for _, scope := range [][2]string{{"amber", "root"}, {"*", "*"}} {
+		dc, err := discovery.NewDiscoveryClientForConfig(srv.ScopedConfig(scope[0], scope[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+		for _, gvk := range []schema.GroupVersionKind{
+			{Group: "apis.kcp.io", Version: "v1alpha1", Kind: "APIExport"},
+			{Group: "apis.kcp.io", Version: "v1alpha1", Kind: "APIResourceSchema"},
+			{Group: "example.dev", Version: "v1", Kind: "Widget"},
+		} {
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Errorf("%v: no mapping for %v: %v", scope, gvk, err)
+				continue
+			}
+			if wantNamespaced := gvk.Kind == "Widget"; (m.Scope.Name() == "namespace") != wantNamespaced {
+				t.Errorf("%v: %v has scope %q", scope, gvk, m.Scope.Name())
+			}
+		}
+	}
+}
+
+// A CRD added at runtime can be removed again, but not while any partition
+// still holds its objects: upstream's finalizer would hang in Terminating.
+func TestRuntimeCRDDeletion(t *testing.T) {
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	widgets := installWidgets(t, srv)
+	if _, err := dyn(t, srv, "blue", "org1").Resource(widgets).Namespace("default").Create(ctx, newObject(widgets, "Widget", "default", "w", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crds, err := apiextensionsclient.NewForConfig(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.example.dev", metav1.DeleteOptions{})
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("deleting a CRD with stored objects: got %v, want a Conflict", err)
+	}
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.dev", metav1.GetOptions{}); err != nil {
+		t.Fatalf("refused CRD is gone: %v", err)
+	}
+
+	if err := dyn(t, srv, "blue", "org1").Resource(widgets).Namespace("default").Delete(ctx, "w", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.example.dev", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting an unused CRD: %v", err)
+	}
+	eventually(t, func() error {
+		_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.dev", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return errorf("CRD still present (err=%v)", err)
+	})
+}
