@@ -1,13 +1,12 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
 
 	apiserverapis "k8s.io/apiserver/pkg/apis/apiserver"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
@@ -31,8 +30,9 @@ var healthPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
 // applyAuth sets explicit authentication and authorization. Both must be
 // set: a nil authenticator or authorizer makes upstream skip the check.
 // The admin token and the loopback token map to system:masters; anonymous
-// requests may reach only the health endpoints.
-func applyAuth(c *genericapiserver.Config, adminToken string) error {
+// requests may reach only the health endpoints; a host's authenticator and
+// authorizer, when given, come last.
+func applyAuth(c *genericapiserver.Config, adminToken string, host *Host) error {
 	tokens := authenticatorfactory.NewFromTokens(map[string]*user.DefaultInfo{
 		adminToken: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
 	}, nil)
@@ -40,7 +40,11 @@ func applyAuth(c *genericapiserver.Config, adminToken string) error {
 	for _, p := range healthPaths {
 		conditions = append(conditions, apiserverapis.AnonymousAuthCondition{Path: p})
 	}
-	c.Authentication.Authenticator = authnunion.New(tokens, anonymous.NewAuthenticator(conditions))
+	authenticators := []authenticator.Request{tokens}
+	if host != nil && host.Authenticator != nil {
+		authenticators = append(authenticators, host.Authenticator)
+	}
+	c.Authentication.Authenticator = authnunion.New(append(authenticators, anonymous.NewAuthenticator(conditions))...)
 
 	allowPaths := append([]string{}, healthPaths...)
 	for _, p := range healthPaths[:3] {
@@ -50,10 +54,14 @@ func applyAuth(c *genericapiserver.Config, adminToken string) error {
 	if err != nil {
 		return err
 	}
-	c.Authorization.Authorizer, err = authzunion.New(
-		authzunion.NamedAuthorizer{AuthorizerName: "privileged-groups", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
-		authzunion.NamedAuthorizer{AuthorizerName: "health-paths", Authorizer: pathAuthorizer},
-	)
+	authorizers := []authzunion.NamedAuthorizer{
+		{AuthorizerName: "privileged-groups", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
+		{AuthorizerName: "health-paths", Authorizer: pathAuthorizer},
+	}
+	if host != nil && host.Authorizer != nil {
+		authorizers = append(authorizers, authzunion.NamedAuthorizer{AuthorizerName: "host", Authorizer: host.Authorizer})
+	}
+	c.Authorization.Authorizer, err = authzunion.New(authorizers...)
 	if err != nil {
 		return err
 	}
@@ -71,11 +79,10 @@ func loadOrCreateAdminToken(path string) (string, error) {
 	} else if !os.IsNotExist(err) {
 		return "", fmt.Errorf("reading admin token: %w", err)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
+	token, err := randomToken()
+	if err != nil {
 		return "", err
 	}
-	token := hex.EncodeToString(raw)
 	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("writing admin token: %w", err)
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -125,7 +126,9 @@ func newCRDInUseChecker(loopback *rest.Config) func(ctx context.Context, name st
 			return false, err
 		}
 		everywhere := rest.CopyConfig(loopback)
-		everywhere.Host += cache.ScopedPathPrefix(cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard})
+		// A mounted cache's loopback already ends in the service prefix.
+		everywhere.Host = strings.TrimSuffix(strings.TrimSuffix(everywhere.Host, "/"), cache.ServicePrefix) +
+			cache.ScopedPathPrefix(cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard})
 		dyn, err := dynamic.NewForConfig(everywhere)
 		if err != nil {
 			return false, err

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apiserver/pkg/util/openapi"
 	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	netutils "k8s.io/utils/net"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -55,6 +56,18 @@ type ExtraConfig struct {
 	ServingCAData []byte
 	// KubeconfigPath is where the admin kubeconfig is written; empty skips it.
 	KubeconfigPath string
+
+	// HostLoopback is the host's loopback configuration when the cache is
+	// mounted (see NewMountedConfig); nil for a standalone server.
+	HostLoopback *rest.Config
+
+	// Mount, when set, serves another cache under /services/cache/ of this
+	// server (a shard that runs the cache in-process).
+	Mount *Mount
+
+	// PathScoper maps request paths to partitions; nil means the cache's own
+	// grammar (filters.CachePaths).
+	PathScoper filters.PathScoper
 }
 
 // CompletedConfig can only be made by Config.Complete.
@@ -67,17 +80,28 @@ type completedConfig struct {
 	Extra         *ExtraConfig
 }
 
-// NewConfig turns completed options into a server configuration. It creates
-// (or reuses) the serving certificate and admin token under the root
-// directory and opens the secure listener, but starts nothing.
+// NewConfig turns completed options into the configuration of a standalone
+// server. It creates (or reuses) the serving certificate and admin token
+// under the root directory and opens the secure listener, but starts nothing.
 func NewConfig(opts options.CompletedOptions) (*Config, error) {
+	return newConfig(opts, nil)
+}
+
+// NewMountedConfig configures a cache served by host under /services/cache/
+// of the host's own listener (see Mount). The cache opens no port; its
+// loopback client goes through the host's listener.
+func NewMountedConfig(opts options.CompletedOptions, host Host) (*Config, error) {
+	if host.LoopbackClientConfig == nil {
+		return nil, fmt.Errorf("a mounted cache needs the host's loopback client configuration")
+	}
+	return newConfig(opts, &host)
+}
+
+func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err := os.MkdirAll(opts.RootDirectory, 0o700); err != nil {
 		return nil, fmt.Errorf("creating root directory: %w", err)
 	}
-	extra := ExtraConfig{
-		BootstrapCRDs:  DefaultBootstrapCRDs(),
-		KubeconfigPath: filepath.Join(opts.RootDirectory, KubeconfigFileName),
-	}
+	extra := ExtraConfig{BootstrapCRDs: DefaultBootstrapCRDs()}
 
 	if opts.EmbeddedEtcd.Enabled {
 		ec, err := embeddedetcd.Config{
@@ -91,15 +115,6 @@ func NewConfig(opts options.CompletedOptions) (*Config, error) {
 		extra.EmbeddedEtcd = &ec
 		opts.Etcd.StorageConfig.Transport.ServerList = []string{ec.ClientURL()}
 	}
-
-	if err := opts.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
-		return nil, fmt.Errorf("creating self-signed serving certificate: %w", err)
-	}
-	caData, err := servingCAData(opts.SecureServing.SecureServingOptions)
-	if err != nil {
-		return nil, err
-	}
-	extra.ServingCAData = caData
 	token, err := loadOrCreateAdminToken(filepath.Join(opts.RootDirectory, adminTokenFileName))
 	if err != nil {
 		return nil, err
@@ -115,22 +130,19 @@ func NewConfig(opts options.CompletedOptions) (*Config, error) {
 	namer := openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme)
 	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
 	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
-	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
+
+	if host == nil {
+		if err := applyStandaloneServing(opts, generic, &extra); err != nil {
+			return nil, err
+		}
+	} else if err := applyMountedServing(generic, &extra, *host); err != nil {
 		return nil, err
 	}
+
 	if err := opts.Etcd.ApplyTo(&generic.Config); err != nil {
 		return nil, err
 	}
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
-	_, port, err := net.SplitHostPort(generic.SecureServing.Listener.Addr().String())
-	if err != nil {
-		return nil, err
-	}
-	generic.ExternalAddress = net.JoinHostPort("localhost", port)
-	if err := applyAuth(&generic.Config, token); err != nil {
-		return nil, err
-	}
-
 	crdOptionsGetter, err := crdRESTOptionsGetter(opts, generic)
 	if err != nil {
 		return nil, err
@@ -151,6 +163,29 @@ func NewConfig(opts options.CompletedOptions) (*Config, error) {
 	return cfg, nil
 }
 
+// applyStandaloneServing opens the cache's own secure listener with a
+// (self-signed by default) certificate and its own authentication.
+func applyStandaloneServing(opts options.CompletedOptions, generic *genericapiserver.RecommendedConfig, extra *ExtraConfig) error {
+	if err := opts.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return fmt.Errorf("creating self-signed serving certificate: %w", err)
+	}
+	caData, err := servingCAData(opts.SecureServing.SecureServingOptions)
+	if err != nil {
+		return err
+	}
+	extra.ServingCAData = caData
+	extra.KubeconfigPath = filepath.Join(opts.RootDirectory, KubeconfigFileName)
+	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
+		return err
+	}
+	_, port, err := net.SplitHostPort(generic.SecureServing.Listener.Addr().String())
+	if err != nil {
+		return err
+	}
+	generic.ExternalAddress = net.JoinHostPort("localhost", port)
+	return applyAuth(&generic.Config, extra.AdminToken, nil)
+}
+
 // Complete fills in what depends on the rest of the configuration and
 // installs the partitioning filters around the default handler chain.
 func (c *Config) Complete() CompletedConfig {
@@ -164,10 +199,14 @@ func (c *Config) Complete() CompletedConfig {
 	for _, crd := range c.Extra.BootstrapCRDs {
 		guard.ProtectedCRDs.Insert(crd.Name)
 	}
+	scoper := c.Extra.PathScoper
 	generic.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 		h := filters.WithRequestGuard(apiHandler, guard)
 		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
-		return filters.WithPartition(h, apiextensionsapiserver.Codecs)
+		return filters.WithPartition(h, apiextensionsapiserver.Codecs, scoper)
+	}
+	if c.Extra.Mount != nil {
+		generic.BuildHandlerChainFunc = c.Extra.Mount.WrapHandlerChain(generic.BuildHandlerChainFunc)
 	}
 	apiextensions := c.Apiextensions.Complete()
 	// apiextensions turns discovery off because kube-apiserver's aggregator

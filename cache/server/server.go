@@ -52,8 +52,15 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 
-	listener := c.Apiextensions.GenericConfig.SecureServing.Listener
-	s.adminConfig = adminRESTConfig(listenAddress(listener), c.Extra.ServingCAData, c.Extra.AdminToken)
+	if c.Extra.HostLoopback != nil {
+		// Mounted: the host's listener, with the cache's admin token; the
+		// host routes /services/cache/ to us before its own filters.
+		s.adminConfig = rest.CopyConfig(c.Extra.HostLoopback)
+		s.adminConfig.BearerToken = c.Extra.AdminToken
+	} else {
+		listener := c.Apiextensions.GenericConfig.SecureServing.Listener
+		s.adminConfig = adminRESTConfig(listenAddress(listener), c.Extra.ServingCAData, c.Extra.AdminToken)
+	}
 	if c.Extra.KubeconfigPath != "" {
 		if err := writeKubeconfig(c.Extra.KubeconfigPath, s.adminConfig); err != nil {
 			return nil, fmt.Errorf("writing admin kubeconfig: %w", err)
@@ -75,7 +82,22 @@ type PreparedServer struct {
 
 // PrepareRun finishes the handler setup (OpenAPI, health endpoints).
 func (s *Server) PrepareRun() PreparedServer {
-	return PreparedServer{s: s, run: s.GenericAPIServer.PrepareRun().RunWithContext}
+	prepared := s.GenericAPIServer.PrepareRun()
+	if s.GenericAPIServer.SecureServingInfo != nil {
+		return PreparedServer{s: s, run: prepared.RunWithContext}
+	}
+	// Mounted: upstream's RunWithContext waits for its own listener to stop,
+	// which a server without a listener never signals. Run the same phases
+	// without it: post-start hooks, then shutdown hooks and storage teardown.
+	return PreparedServer{s: s, run: func(ctx context.Context) error {
+		if _, _, err := prepared.NonBlockingRunWithContext(ctx, 0); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		err := s.GenericAPIServer.RunPreShutdownHooks()
+		s.GenericAPIServer.Destroy()
+		return err
+	}}
 }
 
 // Run serves until ctx is done, then shuts down gracefully: the API server

@@ -9,14 +9,17 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache"
 )
 
-// WithPartition resolves the partition scope of every request. Paths under
-// /services/cache must name a valid shard and cluster (or "*"); the prefix is
-// stripped so that upstream handlers see an ordinary API path. Other paths
-// (health, metrics, CRD management, the loopback client) are served in the
-// reserved system scope.
-func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer) http.Handler {
+// WithPartition resolves the partition scope of every request with scoper
+// (CachePaths when nil). A scoped path must name a valid shard and cluster
+// (or "*"); its prefix is stripped so that upstream handlers see an ordinary
+// API path. Other paths (health, metrics, CRD management, the loopback
+// client) are served in the reserved system scope.
+func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer, scoper PathScoper) http.Handler {
+	if scoper == nil {
+		scoper = CachePaths
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		parsed, err := cache.ParsePath(req.URL.Path)
+		parsed, err := scoper(req.URL.Path)
 		if err != nil {
 			writeStatus(w, req, codecs, apierrors.NewBadRequest(err.Error()))
 			return
@@ -24,6 +27,8 @@ func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer) ht
 		scope := cache.SystemScope
 		if parsed.Scoped {
 			scope = parsed.Scope
+		}
+		if parsed.APIPath != req.URL.Path {
 			req = withPath(req, parsed.APIPath)
 		}
 		handler.ServeHTTP(w, req.WithContext(cache.WithScope(req.Context(), scope)))

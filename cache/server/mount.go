@@ -1,0 +1,102 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+
+	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+)
+
+// Host is what a server that mounts the cache lends it.
+type Host struct {
+	// LoopbackClientConfig reaches the host's own listener. The cache's
+	// loopback client uses it with /services/cache appended and a token of
+	// the cache's own.
+	LoopbackClientConfig *rest.Config
+	// Authenticator and Authorizer, when set, let the host's users use the
+	// cache with the host's credentials and rules, next to the cache's own
+	// admin and loopback tokens.
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+}
+
+// applyMountedServing configures a cache without a listener of its own.
+func applyMountedServing(generic *genericapiserver.RecommendedConfig, extra *ExtraConfig, host Host) error {
+	loopback := rest.CopyConfig(host.LoopbackClientConfig)
+	u, err := url.Parse(loopback.Host)
+	if err != nil {
+		return fmt.Errorf("parsing the host's loopback address: %w", err)
+	}
+	token, err := randomToken()
+	if err != nil {
+		return err
+	}
+	extra.HostLoopback = rest.CopyConfig(loopback)
+	loopback.Host = strings.TrimSuffix(loopback.Host, "/") + cache.ServicePrefix
+	loopback.BearerToken = token
+	loopback.BearerTokenFile = ""
+	generic.LoopbackClientConfig = loopback
+	generic.SecureServing = nil
+	generic.ExternalAddress = u.Host
+	extra.PathScoper = filters.MountedCachePaths
+	return applyAuth(&generic.Config, extra.AdminToken, &host)
+}
+
+// Mount serves a cache under /services/cache/ of a host server. Wrap the
+// host's handler chain with it when building the host's configuration (the
+// cache server usually does not exist yet), then call Serve once it does.
+// It routes before the host's own filters, so the cache authenticates,
+// authorizes, audits and limits its requests itself.
+type Mount struct {
+	handler atomic.Pointer[http.Handler]
+}
+
+// WrapHandlerChain returns a BuildHandlerChainFunc that routes the cache's
+// prefix to the mounted cache and everything else to build's chain.
+func (m *Mount) WrapHandlerChain(build func(http.Handler, *genericapiserver.Config) http.Handler) func(http.Handler, *genericapiserver.Config) http.Handler {
+	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
+		hostChain := build(apiHandler, c)
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if p := req.URL.Path; p != cache.ServicePrefix && !strings.HasPrefix(p, cache.ServicePrefix+"/") {
+				hostChain.ServeHTTP(w, req)
+				return
+			}
+			h := m.handler.Load()
+			if h == nil {
+				err := apierrors.NewServiceUnavailable("the cache server is not started yet")
+				responsewriters.ErrorNegotiated(err, apiextensionsapiserver.Codecs, schema.GroupVersion{}, w, req)
+				return
+			}
+			(*h).ServeHTTP(w, req)
+		})
+	}
+}
+
+// Serve starts routing the prefix to s.
+func (m *Mount) Serve(s *Server) {
+	var h http.Handler = s.GenericAPIServer.Handler
+	m.handler.Store(&h)
+}
+
+func randomToken() (string, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(raw), nil
+}
