@@ -1,0 +1,79 @@
+package options
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
+)
+
+func parse(t *testing.T, args ...string) CompletedOptions {
+	t.Helper()
+	o := NewOptions()
+	var fss cliflag.NamedFlagSets
+	o.AddFlags(&fss)
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	for _, s := range fss.FlagSets {
+		fs.AddFlagSet(s)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestFlagsReachOptions(t *testing.T) {
+	root := t.TempDir()
+	c := parse(t, "--root-directory="+root, "--embedded-etcd-directory=data", "--embedded-etcd-client-port=0",
+		"--etcd-prefix=/mine", "--secure-port=7443")
+	if !c.EmbeddedEtcd.Enabled {
+		t.Error("no --etcd-servers should mean an embedded etcd")
+	}
+	if want := filepath.Join(root, "data"); c.EmbeddedEtcd.Directory != want {
+		t.Errorf("embedded etcd directory = %q, want %q (relative to the root)", c.EmbeddedEtcd.Directory, want)
+	}
+	if c.EmbeddedEtcd.ClientPort != 0 || c.Etcd.StorageConfig.Prefix != "/mine" || c.SecureServing.BindPort != 7443 {
+		t.Errorf("flags not applied: client port %d, prefix %q, port %d", c.EmbeddedEtcd.ClientPort, c.Etcd.StorageConfig.Prefix, c.SecureServing.BindPort)
+	}
+	if c.SecureServing.ServerCert.CertDirectory != root {
+		t.Errorf("certificates go to %q, want the root directory", c.SecureServing.ServerCert.CertDirectory)
+	}
+	if errs := c.Validate(); len(errs) != 0 {
+		t.Errorf("valid flags reported %v", errs)
+	}
+}
+
+func TestExternalEtcdTurnsEmbeddedOff(t *testing.T) {
+	c := parse(t, "--root-directory="+t.TempDir(), "--etcd-servers=http://10.0.0.1:2379")
+	if c.EmbeddedEtcd.Enabled {
+		t.Error("--etcd-servers must disable the embedded etcd")
+	}
+}
+
+func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--watch-cache=false"}, "--watch-cache=false"},
+		{[]string{"--enable-garbage-collector=true"}, "garbage"},
+		{[]string{"--embedded-etcd-client-port=5000", "--embedded-etcd-peer-port=5000"}, "must differ"},
+		{[]string{"--embedded-etcd-peer-port=70000"}, "between 0 and 65535"},
+	} {
+		c := parse(t, append([]string{"--root-directory=" + t.TempDir()}, tt.args...)...)
+		errs := c.Validate()
+		found := false
+		for _, err := range errs {
+			found = found || strings.Contains(err.Error(), tt.want)
+		}
+		if !found {
+			t.Errorf("%v: errors %v do not mention %q", tt.args, errs, tt.want)
+		}
+	}
+}
