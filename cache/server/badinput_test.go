@@ -32,6 +32,7 @@ func etcdState(t *testing.T, srv *cachetest.Server) map[string]int64 {
 const exportsPath = "/apis/apis.kcp.io/v1alpha1/apiexports"
 
 func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	existing, err := dyn(t, srv, "amber", "root").Resource(apiExports).Create(ctx, apiExport("existing", nil), metav1.CreateOptions{})

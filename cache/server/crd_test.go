@@ -16,6 +16,7 @@ import (
 
 // Plain clients (kubectl among them) discover types under a scoped prefix.
 func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	installWidgets(t, srv)
 	for _, scope := range [][2]string{{"amber", "root"}, {"*", "*"}} {
@@ -44,6 +45,7 @@ func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
 // A CRD added at runtime can be removed again, but not while any partition
 // still holds its objects: upstream's finalizer would hang in Terminating.
 func TestRuntimeCRDDeletion(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	widgets := installWidgets(t, srv)

@@ -25,6 +25,7 @@ import (
 // /clusters/{cluster}) serves a cache under /services/cache/ on its own
 // port, both stored in one etcd under separate prefixes.
 func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	defer cancel()
 	etcd, err := embeddedetcd.Start(ctx, embeddedetcd.Config{Directory: t.TempDir(), UnsafeNoFsync: true})

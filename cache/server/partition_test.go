@@ -41,6 +41,7 @@ func populate(t *testing.T, srv *cachetest.Server) schema.GroupVersionResource {
 }
 
 func TestSameNamesInEveryScopeShape(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	widgets := populate(t, srv)
 	ctx := testContext(t)

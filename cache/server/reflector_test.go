@@ -19,6 +19,7 @@ import (
 // The server refuses that on wildcard scopes, client-go falls back to
 // LIST+WATCH, and the store keeps every same-named object.
 func TestDefaultWildcardReflectorHoldsSameNamedObjects(t *testing.T) {
+	t.Parallel()
 	if !clientfeatures.FeatureGates().Enabled(clientfeatures.WatchListClient) {
 		t.Fatal("client-go's WatchListClient is off: this test would not exercise the watch-list fallback")
 	}

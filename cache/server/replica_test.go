@@ -27,6 +27,7 @@ func pushedCopy(name string) *unstructured.Unstructured {
 }
 
 func TestReplicaSemantics(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	copies := dyn(t, srv, "amber", "root").Resource(apiExports)

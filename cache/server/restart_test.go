@@ -14,6 +14,7 @@ import (
 // client-go's watch-list it would keep one of several same-named objects;
 // the partitioned storage declares watch-list unsupported.
 func TestRestartKeepsEveryPartition(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	for _, p := range partitions {

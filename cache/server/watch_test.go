@@ -48,6 +48,7 @@ func eventPartitions(events []watch.Event) []string {
 }
 
 func TestWatchFromAnOldResourceVersionAcrossPartitions(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	start, err := dyn(t, srv, "*", "*").Resource(apiExports).List(ctx, metav1.ListOptions{})
@@ -88,6 +89,7 @@ func TestWatchFromAnOldResourceVersionAcrossPartitions(t *testing.T) {
 }
 
 func TestWatchOneNameThroughAWildcard(t *testing.T) {
+	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	w, err := dyn(t, srv, "*", "*").Resource(apiExports).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=target"})
