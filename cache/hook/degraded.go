@@ -24,9 +24,12 @@ const (
 	// ReasonInformersNotSynced: the global informers have not listed the
 	// cache, or lost their watch.
 	ReasonInformersNotSynced Reason = "InformersNotSynced"
+	// ReasonReplicationPending: the shard's partition has not converged
+	// since start-up.
+	ReasonReplicationPending Reason = "ReplicationPending"
 )
 
-var allReasons = []Reason{ReasonStarting, ReasonCacheUnreachable, ReasonInformersNotSynced}
+var allReasons = []Reason{ReasonStarting, ReasonCacheUnreachable, ReasonInformersNotSynced, ReasonReplicationPending}
 
 var (
 	degradedGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 )
 
 // Host is what a server that mounts the cache lends it.
@@ -53,7 +52,6 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, extra *Ext
 	generic.LoopbackClientConfig = loopback
 	generic.SecureServing = nil
 	generic.ExternalAddress = u.Host
-	extra.PathScoper = filters.MountedCachePaths
 	return applyAuth(&generic.Config, extra.AdminToken, &host)
 }
 

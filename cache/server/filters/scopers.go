@@ -1,7 +1,6 @@
 package filters
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/kcp-cache/kcp-cache/cache"
@@ -12,19 +11,16 @@ import (
 // system partition.
 type PathScoper func(path string) (cache.ParsedPath, error)
 
-// CachePaths is the grammar of a standalone cache server:
-// /services/cache/shards/{shard}/clusters/{cluster}/..., anything else is
-// unscoped.
-func CachePaths(path string) (cache.ParsedPath, error) { return cache.ParsePath(path) }
-
-// MountedCachePaths is the grammar of a cache mounted under /services/cache/
-// of a host server, which routes only that prefix to it: scoped paths as in
-// CachePaths, and /services/cache/<anything else> addresses the system
-// partition (the mounted server's own loopback client uses that).
-func MountedCachePaths(path string) (cache.ParsedPath, error) {
+// CachePaths is the grammar of a cache server, standalone or mounted under
+// /services/cache/ of a host: /services/cache/shards/{shard}/clusters/{cluster}/...
+// is scoped; any other path below /services/cache (health checks, CRD
+// management, a mounted server's own loopback client) and any path outside
+// it address the system partition, with the prefix stripped. Like kcp's
+// cache server, it accepts system paths with and without the prefix.
+func CachePaths(path string) (cache.ParsedPath, error) {
 	rest, ok := strings.CutPrefix(path, cache.ServicePrefix)
 	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
-		return cache.ParsedPath{}, fmt.Errorf("path %q is outside %s", path, cache.ServicePrefix)
+		return cache.ParsedPath{APIPath: path}, nil
 	}
 	if rest == "/shards" || strings.HasPrefix(rest, "/shards/") {
 		return cache.ParsePath(path)

@@ -1,0 +1,204 @@
+package hook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/replication"
+)
+
+const (
+	// Name is the post-start hook's name, as kcp calls its own.
+	Name = "kcp-start-cache-replication"
+
+	// StatusPath is where the degraded state is served: a /readyz-style
+	// check that is not part of the aggregate /readyz.
+	StatusPath = "/readyz/cache-replication"
+
+	defaultProbeInterval = 2 * time.Second
+)
+
+// Config is what the hook needs from its host.
+type Config struct {
+	// Shard is the host's shard name: its partition in the cache.
+	Shard string
+	// CacheConfig reaches the cache server (its root; the /services/cache
+	// prefix is added per request).
+	CacheConfig *rest.Config
+	// LocalSources gives the replication controller the shard's own objects.
+	LocalSources replication.SourceProvider
+	// Resources are the replicated types; nil means replication.DefaultResources().
+	Resources []replication.Resource
+	// GlobalResources are the types the global informers watch in every
+	// shard and cluster; nil means the replicated types.
+	GlobalResources []schema.GroupVersionResource
+	// Workers is the replication controller's concurrency; 0 means its default.
+	Workers int
+	// ProbeInterval is how often the cache's health is checked; 0 means 2s.
+	ProbeInterval time.Duration
+}
+
+// Hook replicates a shard into the cache and keeps global informers over it.
+type Hook struct {
+	cfg        Config
+	status     *Status
+	cacheREST  *rest.Config
+	global     *client.InformerFactory
+	globalGVRs []schema.GroupVersionResource
+	controller *replication.Controller
+}
+
+// New builds the clients, the global informers and the replication
+// controller. It contacts nothing; failures to reach the cache show up later
+// as a degraded status.
+func New(cfg Config) (*Hook, error) {
+	if cfg.CacheConfig == nil {
+		return nil, fmt.Errorf("no cache configuration")
+	}
+	if cfg.Resources == nil {
+		cfg.Resources = replication.DefaultResources()
+	}
+	if cfg.GlobalResources == nil {
+		for _, r := range cfg.Resources {
+			cfg.GlobalResources = append(cfg.GlobalResources, r.GVR)
+		}
+	}
+	if cfg.ProbeInterval == 0 {
+		cfg.ProbeInterval = defaultProbeInterval
+	}
+	cacheClient, err := client.NewForConfig(cfg.CacheConfig)
+	if err != nil {
+		return nil, fmt.Errorf("cache client: %w", err)
+	}
+	controller, err := replication.NewController(&replication.Config{
+		Shard:        cfg.Shard,
+		CacheClient:  cacheClient,
+		LocalSources: cfg.LocalSources,
+		Resources:    cfg.Resources,
+	})
+	if err != nil {
+		return nil, err
+	}
+	h := &Hook{
+		cfg:        cfg,
+		status:     NewStatus(),
+		cacheREST:  rest.CopyConfig(cfg.CacheConfig),
+		global:     client.NewInformerFactory(cacheClient, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 0),
+		globalGVRs: cfg.GlobalResources,
+		controller: controller,
+	}
+	for _, gvr := range h.globalGVRs {
+		h.global.ForResource(gvr) // create now, so Start runs it
+	}
+	return h, nil
+}
+
+// GlobalInformers are informers over every shard and cluster of the cache,
+// for the host's controllers' cache-fallback lookups.
+func (h *Hook) GlobalInformers() *client.InformerFactory { return h.global }
+
+// Status is the degraded state; it is also served at StatusPath.
+func (h *Hook) Status() *Status { return h.status }
+
+// Controller is the replication controller the hook runs.
+func (h *Hook) Controller() *replication.Controller { return h.controller }
+
+// Install adds the post-start hook and the status endpoint to a host server.
+func (h *Hook) Install(s *genericapiserver.GenericAPIServer) error {
+	if err := s.AddPostStartHook(Name, h.PostStartHook); err != nil {
+		return err
+	}
+	// Registered as a plain path, not through AddReadyzChecks: a cache
+	// outage must not take the host out of its load balancer.
+	s.Handler.NonGoRestfulMux.Handle(StatusPath, h.status)
+	return nil
+}
+
+// PostStartHook starts everything in the background and returns at once:
+// the host's readiness never waits for the cache.
+func (h *Hook) PostStartHook(hookCtx genericapiserver.PostStartHookContext) error {
+	ctx := klog.NewContext(hookCtx, klog.FromContext(hookCtx).WithName("cache-hook").WithValues("shard", h.cfg.Shard))
+	go h.Run(ctx)
+	return nil
+}
+
+// Run runs the global informers, the replication controller and the health
+// probe until ctx is done. The informers and the controller retry with
+// backoff on their own while the cache is away.
+func (h *Hook) Run(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	h.global.Start(ctx)
+	defer h.global.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.controller.Run(ctx, h.cfg.Workers)
+	}()
+
+	ticker := time.NewTicker(h.cfg.ProbeInterval)
+	defer ticker.Stop()
+	for {
+		h.probe(ctx)
+		select {
+		case <-ctx.Done():
+			<-done
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// probe sets the status from the cache's readiness and the informers' state.
+func (h *Hook) probe(ctx context.Context) {
+	if err := h.cacheReady(ctx); err != nil {
+		h.status.Degrade(ctx, ReasonCacheUnreachable, err.Error())
+		return
+	}
+	for _, gvr := range h.globalGVRs {
+		inf := h.global.ForResource(gvr)
+		if _, watching := inf.Freshness(); !inf.HasSynced() || !watching {
+			h.status.Degrade(ctx, ReasonInformersNotSynced, fmt.Sprintf("the global informer for %s is not synced and watching", gvr.GroupResource()))
+			return
+		}
+	}
+	select {
+	case <-h.controller.InitialSyncDone():
+	default:
+		h.status.Degrade(ctx, ReasonReplicationPending, "the shard's partition has not converged since start-up")
+		return
+	}
+	h.status.Recover(ctx)
+}
+
+// cacheReady asks the cache's /readyz.
+func (h *Hook) cacheReady(ctx context.Context) error {
+	httpClient, err := rest.HTTPClientFor(h.cacheREST)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cacheREST.Host+kcpcache.ServicePrefix+"/readyz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("cache /readyz answered %s", resp.Status)
+	}
+	return nil
+}
