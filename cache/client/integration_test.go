@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -100,6 +101,19 @@ func run(t *testing.T, factory *InformerFactory) {
 	}
 }
 
+// waitForKeys waits until the store holds exactly want. Synced is not enough:
+// the first list has resourceVersion=0 and may come from a watch cache that
+// lags the latest writes; the watch then delivers the rest.
+func waitForKeys(t *testing.T, inf *Informer, want []string) {
+	t.Helper()
+	eventually(t, "store keys", func() error {
+		if got := storeKeys(inf); !equalStrings(got, want) {
+			return fmt.Errorf("store keys %v, want %v", got, want)
+		}
+		return nil
+	})
+}
+
 func storeKeys(inf *Informer) []string {
 	keys := inf.GetIndexer().ListKeys()
 	sort.Strings(keys)
@@ -114,7 +128,9 @@ type viewHandler struct {
 	violations []string
 }
 
-func newViewHandler() *viewHandler { return &viewHandler{objs: map[string]*unstructured.Unstructured{}} }
+func newViewHandler() *viewHandler {
+	return &viewHandler{objs: map[string]*unstructured.Unstructured{}}
+}
 
 func (h *viewHandler) OnAdd(obj interface{}, _ bool) {
 	h.mu.Lock()
@@ -212,10 +228,7 @@ func TestIntegrationWildcardInformer(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, factory)
-
-	if got := storeKeys(inf); !equalStrings(got, want) {
-		t.Fatalf("store keys %v, want %v", got, want)
-	}
+	waitForKeys(t, inf, want)
 	idx := inf.GetIndexer()
 	for _, s := range shards {
 		objs, err := ListByShard(idx, s)
@@ -280,7 +293,12 @@ func TestIntegrationWildcardInformer(t *testing.T) {
 func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
-	client, err := NewForConfig(srv.Config())
+	cfg := srv.Config()
+	log := &requestLog{}
+	cfg.Wrap(log.wrap)
+	conns := &connTracker{}
+	cfg.Dial = conns.dial
+	client, err := NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,12 +309,16 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	run(t, factory)
-	if got := storeKeys(inf); !equalStrings(got, want) {
-		t.Fatalf("store keys %v, want %v", got, want)
-	}
+	waitForKeys(t, inf, want)
 	syncedBefore, _ := inf.Freshness()
 
 	srv.Restart(t)
+	// An in-process server does not take its connections with it when it
+	// stops, and one still shutting down keeps answering on them. Cut them,
+	// as the exit of a server process would, so the informer must reconnect
+	// to the new server.
+	restarted := time.Now()
+	conns.closeAll()
 
 	// Change things after the restart; the informer must pick up each change
 	// exactly once, keep everything else, and add nothing twice.
@@ -323,9 +345,12 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	if objs, err := ListByCluster(inf.GetIndexer(), "root"); err != nil || len(objs) != len(shards) {
 		t.Errorf("cluster index after restart: %d objects, err %v", len(objs), err)
 	}
-	eventually(t, "watching again", func() error {
+	eventually(t, "watching the new server", func() error {
 		if _, watching := inf.Freshness(); !watching {
 			return errors.New("not watching")
+		}
+		if log.watchesSince(restarted) == 0 {
+			return errors.New("no watch opened since the restart")
 		}
 		return nil
 	})
@@ -334,16 +359,45 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	}
 }
 
-// requestLog records the URL of every request a config sends.
+// connTracker dials TCP and can cut every connection it made, as a network
+// failure would.
+type connTracker struct {
+	dialer net.Dialer
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func (c *connTracker) dial(ctx context.Context, network, address string) (net.Conn, error) {
+	conn, err := c.dialer.DialContext(ctx, network, address)
+	if err == nil {
+		c.mu.Lock()
+		c.conns = append(c.conns, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (c *connTracker) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
+	c.conns = nil
+}
+
+// requestLog records the URL and time of every request a config sends.
 type requestLog struct {
-	mu   sync.Mutex
-	urls []url.URL
+	mu    sync.Mutex
+	urls  []url.URL
+	times []time.Time
 }
 
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		l.mu.Lock()
 		l.urls = append(l.urls, *req.URL)
+		l.times = append(l.times, time.Now())
 		l.mu.Unlock()
 		return rt.RoundTrip(req)
 	})
@@ -353,6 +407,19 @@ func (l *requestLog) all() []url.URL {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]url.URL(nil), l.urls...)
+}
+
+// watchesSince counts the watch requests sent after t.
+func (l *requestLog) watchesSince(t time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for i, u := range l.urls {
+		if u.Query().Get("watch") == "true" && l.times[i].After(t) {
+			n++
+		}
+	}
+	return n
 }
 
 type roundTripperFunc func(*http.Request) (*http.Response, error)
@@ -372,9 +439,7 @@ func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
 	want := seedExports(t, ctx, client)
 	factory, inf := startFactory(t, client)
 	run(t, factory)
-	if got := storeKeys(inf); !equalStrings(got, want) {
-		t.Fatalf("store keys %v, want %v", got, want)
-	}
+	waitForKeys(t, inf, want)
 	eventually(t, "a watch request", func() error {
 		for _, u := range log.all() {
 			if u.Query().Get("watch") == "true" {

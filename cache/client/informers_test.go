@@ -1,0 +1,86 @@
+package client
+
+import (
+	"context"
+	"testing"
+
+	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+func TestInformerFactoryScopeDefaults(t *testing.T) {
+	client, err := NewForConfig(&rest.Config{Host: "https://cache.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		in, want kcpcache.Scope
+	}{
+		{kcpcache.Scope{}, kcpcache.Scope{Shard: "*", Cluster: "*"}},
+		{kcpcache.Scope{Shard: "amber"}, kcpcache.Scope{Shard: "amber", Cluster: "*"}},
+		{kcpcache.Scope{Cluster: "root"}, kcpcache.Scope{Shard: "*", Cluster: "root"}},
+		{kcpcache.Scope{Shard: "amber", Cluster: "root"}, kcpcache.Scope{Shard: "amber", Cluster: "root"}},
+	}
+	for _, tc := range tests {
+		if got := NewInformerFactory(client, tc.in, 0).Scope(); got != tc.want {
+			t.Errorf("scope %v defaults to %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestInformerFactorySharesInformers(t *testing.T) {
+	client, err := NewForConfig(&rest.Config{Host: "https://cache.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	a, b := f.ForResource(apiExportsGVR), f.ForResource(apiExportsGVR)
+	if a != b {
+		t.Error("two informers for one resource")
+	}
+	if other := f.ForResource(thingsGVR); other == a {
+		t.Error("one informer for two resources")
+	}
+}
+
+func TestInformerFactoryStartAfterShutdown(t *testing.T) {
+	client, err := NewForConfig(&rest.Config{Host: "https://cache.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	inf := f.ForResource(apiExportsGVR)
+	f.Shutdown()
+	f.Start(context.Background())
+	if got := f.WaitForCacheSync(context.Background()); len(got) != 0 {
+		t.Errorf("informers started after Shutdown: %v", got)
+	}
+	// The informer never ran, so it can still be added to.
+	if _, err := inf.AddEventHandler(newRecordingHandler()); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestInformerFactoryShutdownStopsInformers runs an informer against a server
+// that never answers usefully, and checks that Shutdown ends it.
+func TestInformerFactoryShutdownStopsInformers(t *testing.T) {
+	srv := newFakeServer(t)
+	srv.Close() // refuse every connection
+	client, err := NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	inf := f.ForResource(apiExportsGVR)
+	f.Start(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if got := f.WaitForCacheSync(ctx); got[apiExportsGVR] {
+		t.Error("synced without a server")
+	}
+	f.Shutdown()
+	if !inf.IsStopped() {
+		t.Error("informer still running after Shutdown")
+	}
+}
