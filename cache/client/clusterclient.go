@@ -3,11 +3,14 @@ package client
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // ClusterClient is a dynamic client for every scope of a kcp-cache server.
@@ -16,6 +19,26 @@ import (
 type ClusterClient struct {
 	config     *rest.Config
 	httpClient *http.Client
+	// paths, when set, replaces the cache's URL layout; see NewForConfigWithPaths.
+	paths PathFunc
+}
+
+// PathFunc returns the URL path prefix that addresses scope on a server
+// whose layout is not the cache's, for example "/clusters/" + scope.Cluster
+// on a kcp shard, which holds one shard's objects.
+type PathFunc func(scope kcpcache.Scope) string
+
+// NewForConfigWithPaths is NewForConfig for a server that lays out scopes
+// with paths instead of /services/cache/shards/{shard}/clusters/{cluster}.
+// Informer factories built on it work unchanged; a shard stand-in uses it
+// for its own objects.
+func NewForConfigWithPaths(cfg *rest.Config, paths PathFunc) (*ClusterClient, error) {
+	c, err := NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.paths = paths
+	return c, nil
 }
 
 // NewForConfig returns a ClusterClient for the server cfg points at. cfg may
@@ -54,7 +77,7 @@ func NewForConfig(cfg *rest.Config) (*ClusterClient, error) {
 // invalid name yields a client whose every request fails with the validation
 // error, so no malformed segment ever reaches a URL.
 func (c *ClusterClient) Cluster(shard, cluster string) dynamic.Interface {
-	cfg, err := ScopedConfig(c.config, shard, cluster)
+	cfg, err := c.scopedConfig(shard, cluster)
 	if err == nil {
 		var client dynamic.Interface
 		if client, err = dynamic.NewForConfigAndClient(cfg, c.httpClient); err == nil {
@@ -65,6 +88,19 @@ func (c *ClusterClient) Cluster(shard, cluster string) dynamic.Interface {
 	// c.config's host parsed in NewForConfig, so this cannot fail.
 	client, _ := dynamic.NewForConfigAndClient(c.config, failing)
 	return client
+}
+
+func (c *ClusterClient) scopedConfig(shard, cluster string) (*rest.Config, error) {
+	if c.paths == nil {
+		return ScopedConfig(c.config, shard, cluster)
+	}
+	scope, err := kcpcache.NewScope(shard, cluster)
+	if err != nil {
+		return nil, err
+	}
+	cfg := rest.CopyConfig(c.config)
+	cfg.Host = strings.TrimSuffix(cfg.Host, "/") + c.paths(scope)
+	return cfg, nil
 }
 
 // failingRoundTripper fails every request with err.

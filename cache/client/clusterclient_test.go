@@ -1,6 +1,8 @@
 package client
 
 import (
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+
 	"context"
 	"testing"
 
@@ -93,5 +95,23 @@ func TestClusterClientSharesRateLimiter(t *testing.T) {
 	}
 	if client.config.RateLimiter == nil || client.config.RateLimiter.QPS() != 3 {
 		t.Fatalf("no shared rate limiter with the config's QPS: %v", client.config.RateLimiter)
+	}
+}
+
+func TestClusterClientWithPaths(t *testing.T) {
+	srv := newFakeServer(t)
+	ctx := context.Background()
+	client, err := NewForConfigWithPaths(&rest.Config{Host: srv.URL}, func(s kcpcache.Scope) string { return "/clusters/" + s.Cluster })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Cluster("amber", "*").Resource(thingsGVR).List(ctx, listOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := srv.lastPath(t), "/clusters/*/apis/g/v1/things"; got != want {
+		t.Errorf("path %q, want %q", got, want)
+	}
+	if _, err := client.Cluster("amber", "root:org").Resource(thingsGVR).List(ctx, listOptions()); err == nil {
+		t.Error("an invalid cluster must fail before any request")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -70,6 +71,10 @@ type ExtraConfig struct {
 	PathScoper filters.PathScoper
 }
 
+// shutdownWatchTerminationGracePeriod bounds how long shutdown waits for
+// terminated watches to drain.
+const shutdownWatchTerminationGracePeriod = 2 * time.Second
+
 // CompletedConfig can only be made by Config.Complete.
 type CompletedConfig struct {
 	*completedConfig
@@ -122,6 +127,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	extra.AdminToken = token
 
 	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
+	// End watches as soon as shutdown starts (upstream's
+	// WithWatchTerminationDuringShutdown). Without it the HTTP server waits
+	// the full request timeout for open watches, and clients keep streaming
+	// from a server that is going away instead of reconnecting.
+	generic.ShutdownWatchTerminationGracePeriod = shutdownWatchTerminationGracePeriod
 	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on
