@@ -37,8 +37,9 @@ func adminRESTConfig(host string, caData []byte, token string) *rest.Config {
 	}
 }
 
-// writeKubeconfig writes cfg as a kubeconfig with one context, "cache".
-func writeKubeconfig(path string, cfg *rest.Config) error {
+// WriteKubeconfig writes cfg (host, CA data, bearer token) as a kubeconfig
+// with one context, "cache".
+func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["cache"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
 	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}

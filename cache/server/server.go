@@ -62,7 +62,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		s.adminConfig = adminRESTConfig(listenAddress(listener), c.Extra.ServingCAData, c.Extra.AdminToken)
 	}
 	if c.Extra.KubeconfigPath != "" {
-		if err := writeKubeconfig(c.Extra.KubeconfigPath, s.adminConfig); err != nil {
+		if err := WriteKubeconfig(c.Extra.KubeconfigPath, s.adminConfig); err != nil {
 			return nil, fmt.Errorf("writing admin kubeconfig: %w", err)
 		}
 	}
