@@ -1,0 +1,273 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+func ms2d(v ...int) []time.Duration {
+	out := make([]time.Duration, len(v))
+	for i, x := range v {
+		out[i] = time.Duration(x) * time.Millisecond
+	}
+	return out
+}
+
+func TestPercentile(t *testing.T) {
+	hundred := make([]time.Duration, 100)
+	for i := range hundred {
+		hundred[i] = time.Duration(i+1) * time.Millisecond
+	}
+	tests := []struct {
+		name   string
+		sorted []time.Duration
+		p      float64
+		want   time.Duration
+	}{
+		{"empty", nil, 50, 0},
+		{"one sample", ms2d(7), 99, 7 * time.Millisecond},
+		{"median of odd", ms2d(1, 2, 3), 50, 2 * time.Millisecond},
+		{"median of even is the lower middle", ms2d(1, 2, 3, 4), 50, 2 * time.Millisecond},
+		{"p99 of 100", hundred, 99, 99 * time.Millisecond},
+		{"p100 is the max", hundred, 100, 100 * time.Millisecond},
+		{"p99 of 10 is the max", ms2d(1, 2, 3, 4, 5, 6, 7, 8, 9, 10), 99, 10 * time.Millisecond},
+		{"tiny p is the min", ms2d(1, 2, 3), 0.1, time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := percentile(tt.sorted, tt.p); got != tt.want {
+			t.Errorf("%s: percentile(p%v) = %v, want %v", tt.name, tt.p, got, tt.want)
+		}
+	}
+}
+
+func TestSummarizeSortsAndDoesNotModifyInput(t *testing.T) {
+	in := ms2d(5, 1, 4, 2, 3)
+	s := summarize(in)
+	if s.N != 5 || s.Min != time.Millisecond || s.Max != 5*time.Millisecond || s.P50 != 3*time.Millisecond || s.Mean != 3*time.Millisecond {
+		t.Errorf("summarize = %+v", s)
+	}
+	if in[0] != 5*time.Millisecond {
+		t.Errorf("summarize reordered its input: %v", in)
+	}
+	if (summarize(nil) != summary{}) {
+		t.Error("summarize(nil) should be zero")
+	}
+}
+
+func TestRatioAndTarget(t *testing.T) {
+	if !math.IsNaN(ratio(1, 0)) {
+		t.Error("ratio by zero should be NaN")
+	}
+	if got := ratio(3, 2); got != 1.5 {
+		t.Errorf("ratio(3, 2) = %v", got)
+	}
+	atMost := target{AtMost: true, Bound: 1.5}
+	atLeast := target{Bound: 0.5}
+	for _, tt := range []struct {
+		t    target
+		v    float64
+		want bool
+	}{
+		{atMost, 1.5, true}, {atMost, 1.51, false}, {atMost, math.NaN(), false},
+		{atLeast, 0.5, true}, {atLeast, 0.49, false}, {atLeast, math.NaN(), false},
+	} {
+		if got := tt.t.met(tt.v); got != tt.want {
+			t.Errorf("%+v.met(%v) = %v, want %v", tt.t, tt.v, got, tt.want)
+		}
+	}
+	if got := perSecond(10, 2*time.Second); got != 5 {
+		t.Errorf("perSecond = %v", got)
+	}
+}
+
+func TestLayoutSpreadsObjectsEvenly(t *testing.T) {
+	l := layout{shards: 4, clusters: 25}
+	if got := len(l.partitions()); got != 100 {
+		t.Fatalf("%d partitions, want 100", got)
+	}
+	seen := map[cache.Scope]bool{}
+	for _, s := range l.partitions() {
+		if err := s.Validate(); err != nil {
+			t.Errorf("invalid scope %v: %v", s, err)
+		}
+		seen[s] = true
+	}
+	if len(seen) != 100 {
+		t.Errorf("partitions repeat: %d distinct", len(seen))
+	}
+	const n = 10000
+	for _, tt := range []struct {
+		scope cache.Scope
+		want  int
+	}{
+		{cache.Scope{Shard: "shard-0", Cluster: "cluster-00"}, 100},
+		{cache.Scope{Shard: cache.Wildcard, Cluster: "cluster-00"}, 400},
+		{cache.Scope{Shard: "shard-0", Cluster: cache.Wildcard}, 2500},
+		{cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard}, 10000},
+	} {
+		if got := l.countIn(n, tt.scope); got != tt.want {
+			t.Errorf("countIn(%v) = %d, want %d", tt.scope, got, tt.want)
+		}
+	}
+	if got, want := checkpoints(n, l), []int{100, 400, 1000, 2500, 10000}; !equalInts(got, want) {
+		t.Errorf("checkpoints(10000) = %v, want %v", got, want)
+	}
+	if got, want := checkpoints(1000, l), []int{10, 40, 250, 1000}; !equalInts(got, want) {
+		t.Errorf("checkpoints(1000) = %v, want %v", got, want)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestAPIExportSpecHasTheRequestedSize(t *testing.T) {
+	for _, size := range []int{1024, 2048} {
+		spec, err := apiExportSpec("export-00042", size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != size {
+			t.Errorf("spec JSON is %d bytes, want %d", len(b), size)
+		}
+	}
+	if got, want := etcdKey("/cache", cache.Scope{Shard: "s", Cluster: "c"}, "x"), "/cache/apis.kcp.io/apiexports/s/c/x"; got != want {
+		t.Errorf("etcdKey = %q, want %q", got, want)
+	}
+}
+
+func TestParseProcFiles(t *testing.T) {
+	status := parseProcStatus([]byte("Name:\tbench\nVmRSS:\t  2048 kB\nRssAnon:\t1024 kB\nThreads:\t12\n"))
+	if status["VmRSS"] != 2048*1024 || status["RssAnon"] != 1024*1024 {
+		t.Errorf("parseProcStatus = %v", status)
+	}
+	if _, ok := status["Threads"]; ok {
+		t.Error("fields without kB must be skipped")
+	}
+	total, idle, iowait := parseProcStatCPU("cpu  100 5 50 800 20 1 2 3 9 9")
+	if total != 981 || idle != 800 || iowait != 20 {
+		t.Errorf("parseProcStatCPU = %d %d %d", total, idle, iowait)
+	}
+	a := cpuSample{total: 0, idle: 0, iowait: 0, at: time.Unix(0, 0)}
+	b := cpuSample{total: 200, idle: 100, iowait: 10, own: 500 * time.Millisecond, at: time.Unix(1, 0)}
+	u := cpuBetween(a, b, 2)
+	if math.Abs(u.Busy-0.45) > 1e-9 || math.Abs(u.Own-0.25) > 1e-9 || math.Abs(u.Others-0.20) > 1e-9 || math.Abs(u.IOWait-0.05) > 1e-9 {
+		t.Errorf("cpuBetween = %+v", u)
+	}
+}
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP etcd_request_duration_seconds x
+# TYPE etcd_request_duration_seconds histogram
+etcd_request_duration_seconds_bucket{group="apis.kcp.io",operation="create",resource="apiexports",le="0.005"} 3
+etcd_request_duration_seconds_sum{group="apis.kcp.io",operation="create",resource="apiexports"} 0.5
+etcd_request_duration_seconds_count{group="apis.kcp.io",operation="create",resource="apiexports"} 10
+etcd_request_duration_seconds_sum{group="apis.kcp.io",operation="get",resource="apiexports"} 9
+weird_metric{label="a,b=\"c\""} 1e3
+plain 2
+`
+	m := parseMetrics([]byte(text))
+	match := map[string]string{"operation": "create", "resource": "apiexports"}
+	if got := sumMetric(m, "etcd_request_duration_seconds_sum", match); got != 0.5 {
+		t.Errorf("sum = %v", got)
+	}
+	if got := sumMetric(m, "weird_metric", map[string]string{"label": `a,b="c"`}); got != 1000 {
+		t.Errorf("quoted label: %v", got)
+	}
+	if got := sumMetric(m, "plain", nil); got != 2 {
+		t.Errorf("plain = %v", got)
+	}
+	var h histDelta
+	h.add(nil, m, "etcd_request_duration_seconds", match)
+	if got := h.mean(); got != 50*time.Millisecond {
+		t.Errorf("mean = %v, want 50ms", got)
+	}
+	if (histDelta{}).mean() != 0 {
+		t.Error("mean without observations should be 0")
+	}
+}
+
+func TestRawWatchParsing(t *testing.T) {
+	line := []byte(`{"type":"MODIFIED","object":{"spec":{"benchSentAt":123456789,"benchSeq":42,"x":1}}}`)
+	if v, ok := intField(line, `"benchSeq":`); !ok || v != 42 {
+		t.Errorf("benchSeq = %d, %v", v, ok)
+	}
+	if v, ok := intField(line, `"benchSentAt":`); !ok || v != 123456789 {
+		t.Errorf("benchSentAt = %d, %v", v, ok)
+	}
+	if _, ok := intField(line, `"missing":`); ok {
+		t.Error("a missing field must not parse")
+	}
+	st := &watcherState{seen: make([]bool, 50)}
+	if !st.record(42, int64(time.Second), 3*time.Second) || len(st.latencies) != 1 || st.latencies[0] != 2*time.Second {
+		t.Errorf("first delivery not recorded: %+v", st.latencies)
+	}
+	if st.record(42, 0, 0) || st.record(50, 0, 0) || st.record(-1, 0, 0) {
+		t.Error("duplicates and out-of-range sequence numbers must be ignored")
+	}
+}
+
+func TestClassifyStack(t *testing.T) {
+	for _, tt := range []struct {
+		funcs        []string
+		origin, site string
+	}{
+		{[]string{"runtime.mallocgc", "go.etcd.io/raft/v3.(*raft).appendEntry", "k8s.io/apiserver/pkg/storage/cacher.x"}, "embedded etcd (server, raft, bbolt)", "go.etcd.io/raft/v3.(*raft).appendEntry"},
+		{[]string{"runtime.makemap", "encoding/json.x", "k8s.io/apiserver/pkg/storage/etcd3.decodeObj"}, "etcd3 storage (decoding from etcd)", "k8s.io/apiserver/pkg/storage/etcd3.decodeObj"},
+		{[]string{"runtime.makemap", "main.foo"}, otherOrigin, "main.foo"},
+		{[]string{"runtime.makemap"}, otherOrigin, "?"},
+	} {
+		origin, site := classifyStack(tt.funcs)
+		if origin != tt.origin || site != tt.site {
+			t.Errorf("classifyStack(%v) = %q, %q; want %q, %q", tt.funcs, origin, site, tt.origin, tt.site)
+		}
+	}
+}
+
+func TestRowJSONWritesNaNAsNull(t *testing.T) {
+	r := &row{ID: "x", Ratio: math.NaN(), Target: &target{AtMost: true, Bound: 1}}
+	r.evaluate()
+	if r.Met == nil || *r.Met {
+		t.Errorf("a NaN ratio must not meet a target: %v", r.Met)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]interface{}
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := back["ratio"]; !ok || v != nil {
+		t.Errorf("ratio = %v (present %v), want null", v, ok)
+	}
+}
+
+func TestQuickDefaultsYieldToExplicitFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-quick", "-objects", "3000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.objects != 3000 || c.creates != 200 || c.listReps != 5 {
+		t.Errorf("quick config = %+v", c)
+	}
+	if _, err := parseFlags([]string{"-profile-phase", "nope"}); err == nil {
+		t.Error("an unknown profile phase must be refused")
+	}
+}

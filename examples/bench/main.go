@@ -1,0 +1,291 @@
+// Command bench measures a kcp cache server against raw etcd in the same run.
+//
+// It starts a cache server in this process the way examples/cache-server
+// does (embedded etcd with fsync, watch cache on, etcd prefix /cache; only
+// the ports are free loopback ports and the root directory is temporary),
+// loads APIExport-like objects of about 1 KB spread over shards × clusters,
+// and prints a table of throughput, latency and memory, each next to a
+// baseline measured in the same run (usually raw etcd with clientv3 against
+// the same etcd member) and checked against the targets of issue 6:
+//
+//	go run ./examples/bench           # full run: 10,000 objects, 100 watchers
+//	go run ./examples/bench -quick    # under a minute on 2 cores
+//	go run ./examples/bench -json     # machine-readable
+//	go run ./examples/bench -cpuprofile cpu.out -profile-phase list
+//
+// All traffic stays on loopback; every loop is bounded in count and time.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+)
+
+type config struct {
+	objects         int
+	shards          int
+	clusters        int
+	objectBytes     int
+	loadConcurrency int
+	creates         int
+	gets            int
+	listReps        int
+	watchers        int
+	watchSharedConn bool
+	rate            int
+	duration        time.Duration
+	quick           bool
+	jsonOut         bool
+	cpuProfile      string
+	profilePhase    string
+	memProfile      string
+	blockProfile    string
+	mutexProfile    string
+	phaseTimeout    time.Duration
+	seed            int64
+	serverLogs      bool
+}
+
+var phases = []string{"load", "get", "scoped", "watch", "create"}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.IntVar(&c.objects, "objects", 10000, "objects in the data set (LISTs at 1,000 and at this size; GETs, scoped LISTs and memory at this size)")
+	fs.IntVar(&c.shards, "shards", 4, "shards the data set is spread over")
+	fs.IntVar(&c.clusters, "clusters", 25, "logical clusters per shard")
+	fs.IntVar(&c.objectBytes, "object-bytes", 1024, "size of each object's spec, in bytes of JSON")
+	fs.IntVar(&c.loadConcurrency, "load-concurrency", 8, "concurrent clients loading the data set")
+	fs.IntVar(&c.creates, "creates", 1000, "objects created per concurrency level (1 and 8) in the create-throughput phase, through the cache and as raw etcd puts each")
+	fs.IntVar(&c.gets, "gets", 1000, "GETs by name of each kind (resourceVersion=0, consistent, raw etcd)")
+	fs.IntVar(&c.listReps, "list-reps", 15, "repetitions of each LIST and etcd range")
+	fs.IntVar(&c.watchers, "watchers", 100, "concurrent */* watchers")
+	fs.BoolVar(&c.watchSharedConn, "watch-shared-conn", false, "let all watchers share one HTTP/2 connection (default: one connection each, like separate shards)")
+	fs.IntVar(&c.rate, "rate", 200, "updates per second during the watch phase")
+	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the watch-phase writer runs")
+	fs.BoolVar(&c.quick, "quick", false, "small sizes that finish in under a minute (explicit flags still win)")
+	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (server and clients, one process) to this file")
+	fs.StringVar(&c.profilePhase, "profile-phase", "all", "phase the CPU profile covers: all, "+strings.Join(phases, ", "))
+	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file after loading the data set")
+	fs.StringVar(&c.blockProfile, "blockprofile", "", "write a goroutine blocking profile of -profile-phase to this file")
+	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "write a mutex contention profile of -profile-phase to this file")
+	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 5*time.Minute, "upper bound on each phase")
+	fs.Int64Var(&c.seed, "seed", 1, "seed of the random GET order")
+	fs.BoolVar(&c.serverLogs, "server-logs", false, "show the server's info logs on stderr (default: errors only)")
+	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(klogFlags)
+	fs.Var(klogFlags.Lookup("v").Value, "v", "server log verbosity (with -server-logs)")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if c.quick {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		quick := map[string]func(){
+			"objects":   func() { c.objects = 2000 },
+			"creates":   func() { c.creates = 200 },
+			"gets":      func() { c.gets = 200 },
+			"list-reps": func() { c.listReps = 5 },
+			"duration":  func() { c.duration = 2 * time.Second },
+		}
+		for name, apply := range quick {
+			if !set[name] {
+				apply()
+			}
+		}
+	}
+	threshold := "ERROR"
+	if c.serverLogs {
+		threshold = "INFO"
+	}
+	for k, v := range map[string]string{"logtostderr": "true", "legacy_stderr_threshold_behavior": "false", "stderrthreshold": threshold} {
+		if err := klogFlags.Set(k, v); err != nil {
+			return c, err
+		}
+	}
+	switch {
+	case c.objects < 100 || c.shards < 1 || c.clusters < 1:
+		return c, fmt.Errorf("-objects must be at least 100 and -shards, -clusters at least 1")
+	case c.creates < 8 || c.gets < 1 || c.listReps < 1 || c.watchers < 1 || c.rate < 1 || c.duration <= 0:
+		return c, fmt.Errorf("-creates must be at least 8; -gets, -list-reps, -watchers, -rate and -duration must be positive")
+	case c.loadConcurrency < 1:
+		return c, fmt.Errorf("-load-concurrency must be positive")
+	}
+	if c.profilePhase != "all" && !contains(phases, c.profilePhase) {
+		return c, fmt.Errorf("-profile-phase must be all or one of %v", phases)
+	}
+	return c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if err == flag.ErrHelp {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	os.Exit(run(cfg))
+}
+
+func run(cfg config) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep := newReport(cfg)
+
+	var profile *os.File
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		profile = f
+	}
+
+	root, err := os.MkdirTemp("", "kcp-cache-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(root)
+
+	progress("starting the cache server (embedded etcd with fsync) under %s", root)
+	started := time.Now()
+	srv, err := startServer(ctx, root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer srv.stop()
+	rep.Environment["server_ready_after"] = time.Since(started).Round(time.Millisecond).String()
+
+	b, err := newBench(cfg, srv, rep, profile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	runErr := b.run(ctx)
+	if runErr != nil {
+		rep.Errors = append(rep.Errors, runErr.Error())
+	}
+	rep.Environment["load_average_end"] = loadAverage()
+	rep.Environment["total_duration"] = time.Since(started).Round(time.Second).String()
+
+	out := rep.writeTable
+	if cfg.jsonOut {
+		out = rep.writeJSON
+	}
+	if err := out(os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "benchmark failed:", runErr)
+		return 1
+	}
+	return 0
+}
+
+func newReport(cfg config) *report {
+	cmd := "go run ./examples/bench"
+	if len(os.Args) > 1 {
+		cmd += " " + strings.Join(os.Args[1:], " ")
+	}
+	return &report{
+		Command: cmd,
+		Parameters: map[string]interface{}{
+			"objects": cfg.objects, "shards": cfg.shards, "clusters": cfg.clusters,
+			"object_spec_bytes": cfg.objectBytes, "load_concurrency": cfg.loadConcurrency,
+			"creates_per_level": cfg.creates, "gets": cfg.gets, "list_reps": cfg.listReps,
+			"watchers": cfg.watchers, "watch_shared_conn": cfg.watchSharedConn,
+			"rate_per_s": cfg.rate, "duration": cfg.duration.String(), "quick": cfg.quick,
+		},
+		Environment: map[string]interface{}{
+			"go":                 runtime.Version(),
+			"cpus":               runtime.NumCPU(),
+			"gomaxprocs":         runtime.GOMAXPROCS(0),
+			"load_average_start": loadAverage(),
+		},
+	}
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+var progressStart = time.Now()
+
+func progress(format string, args ...interface{}) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(progressStart).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// profilePhase runs fn under the CPU, blocking and mutex profiles when
+// -profile-phase names phase ("all" is the whole run).
+func profilePhase(cfg config, f *os.File, phase string, fn func() error) error {
+	if cfg.profilePhase != phase {
+		return fn()
+	}
+	if cfg.blockProfile != "" {
+		runtime.SetBlockProfileRate(int(10 * time.Microsecond))
+		defer writeProfile("block", cfg.blockProfile)
+		defer runtime.SetBlockProfileRate(0)
+	}
+	if cfg.mutexProfile != "" {
+		runtime.SetMutexProfileFraction(10)
+		defer writeProfile("mutex", cfg.mutexProfile)
+		defer runtime.SetMutexProfileFraction(0)
+	}
+	if f != nil {
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	return fn()
+}
+
+func writeProfile(name, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+	}
+}
