@@ -26,6 +26,11 @@ const (
 	StatusPath = "/readyz/cache-replication"
 
 	defaultProbeInterval = 2 * time.Second
+
+	// defaultCacheQPS and defaultCacheBurst bound the shard's requests to
+	// the cache when its configuration sets no limit.
+	defaultCacheQPS   = 500
+	defaultCacheBurst = 1000
 )
 
 // Config is what the hook needs from its host.
@@ -76,7 +81,13 @@ func New(cfg Config) (*Hook, error) {
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = defaultProbeInterval
 	}
-	cacheClient, err := client.NewForConfig(cfg.CacheConfig)
+	cacheConfig := rest.CopyConfig(cfg.CacheConfig)
+	if cacheConfig.QPS == 0 && cacheConfig.RateLimiter == nil {
+		// client-go's default of 5 requests/s would make the first sync of
+		// 10,000 objects take over half an hour.
+		cacheConfig.QPS, cacheConfig.Burst = defaultCacheQPS, defaultCacheBurst
+	}
+	cacheClient, err := client.NewForConfig(cacheConfig)
 	if err != nil {
 		return nil, fmt.Errorf("cache client: %w", err)
 	}
@@ -92,7 +103,7 @@ func New(cfg Config) (*Hook, error) {
 	h := &Hook{
 		cfg:        cfg,
 		status:     NewStatus(),
-		cacheREST:  rest.CopyConfig(cfg.CacheConfig),
+		cacheREST:  cacheConfig,
 		global:     client.NewInformerFactory(cacheClient, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 0),
 		globalGVRs: cfg.GlobalResources,
 		controller: controller,

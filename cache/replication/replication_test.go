@@ -1,0 +1,292 @@
+package replication
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+var clusters = []string{"root", "org", "team"}
+
+// TestReplication runs every scenario against one cache server and one
+// server standing in for the shards; each scenario uses its own shard names,
+// so they share nothing but the servers.
+func TestReplication(t *testing.T) {
+	h := newHarness(t)
+	t.Run("converges same names across clusters", func(t *testing.T) { testConverges(t, h) })
+	t.Run("repairs copies edited or deleted in the cache", func(t *testing.T) { testRepairs(t, h) })
+	t.Run("extra resources and filters", func(t *testing.T) { testExtraResourcesAndFilters(t, h) })
+	t.Run("shards do not interfere", func(t *testing.T) { testShardsDoNotInterfere(t, h) })
+	t.Run("origin shard down", func(t *testing.T) { testOriginShardDown(t, h) })
+	t.Run("cache outage", func(t *testing.T) { testCacheOutage(t, h) })
+}
+
+func testConverges(t *testing.T, h *harness) {
+	s := newShard(t, h, "amber")
+	// Objects that exist before the controller starts, same names everywhere.
+	for _, c := range clusters {
+		mustCreate(t, s.localClient(c, exportsGVR), export("shared", "in-"+c))
+		mustCreate(t, s.localClient(c, exportsGVR), export("only-"+c, c))
+		mustCreate(t, s.localClient(c, schemasGVR), object(schemasGVR, "APIResourceSchema", "", "shared", map[string]interface{}{"group": c}))
+	}
+	mustCreate(t, s.localClient("system:admin", exportsGVR), export("shared", "system"))
+	s.start(t)
+	s.waitMirrored(t)
+	if _, err := s.cacheClient("system:admin", exportsGVR).Get(context.Background(), "shared", metav1.GetOptions{}); err == nil {
+		t.Errorf("an object in a system cluster was replicated")
+	}
+	untouched, err := s.cacheClient("root", exportsGVR).Get(context.Background(), "only-root", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Changes while it runs: create, update spec and status, delete, and
+	// replace an object by a new one of the same name (a new UID).
+	mustCreate(t, s.localClient("org", exportsGVR), export("late", "org"))
+	mustMutate(t, s.localClient("org", exportsGVR), "shared", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "changed", "spec", "value")
+	})
+	mustMutate(t, s.localClient("root", exportsGVR), "shared", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "Ready", "status", "phase")
+	})
+	mustDelete(t, s.localClient("team", exportsGVR), "only-team")
+	mustDelete(t, s.localClient("team", schemasGVR), "shared")
+	mustCreate(t, s.localClient("team", schemasGVR), object(schemasGVR, "APIResourceSchema", "", "shared", map[string]interface{}{"group": "reborn"}))
+	s.waitMirrored(t)
+
+	after, err := s.cacheClient("root", exportsGVR).Get(context.Background(), "only-root", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.GetResourceVersion() != untouched.GetResourceVersion() {
+		t.Errorf("a copy whose origin did not change was rewritten")
+	}
+	checkMetrics(t)
+}
+
+// checkMetrics checks that the controller's metrics are registered and moved.
+func checkMetrics(t *testing.T) {
+	t.Helper()
+	for _, result := range []string{"created", "updated", "deleted", "unchanged"} {
+		if v, _ := testutil.GetCounterMetricValue(reconcilesTotal.WithLabelValues("apiexports.apis.kcp.io", result)); v == 0 {
+			t.Errorf("no %s reconciles counted", result)
+		}
+	}
+	if n, _ := testutil.GetHistogramMetricCount(lagSeconds.WithLabelValues("apiexports.apis.kcp.io")); n == 0 {
+		t.Errorf("no lag measured")
+	}
+	if v, _ := testutil.GetGaugeMetricValue(objectsGauge.WithLabelValues("apiexports.apis.kcp.io")); v < 6 {
+		t.Errorf("objects gauge = %v, want at least the 6 export copies", v)
+	}
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := map[string]bool{}
+	for _, f := range families {
+		registered[f.GetName()] = true
+	}
+	for _, name := range []string{
+		"kcp_cache_replication_reconciles_total", "kcp_cache_replication_lag_seconds", "kcp_cache_replication_objects",
+		"kcp_cache_replication_workqueue_depth", "kcp_cache_replication_workqueue_adds_total",
+	} {
+		if !registered[name] {
+			t.Errorf("metric %s is not exported", name)
+		}
+	}
+}
+
+func testRepairs(t *testing.T, h *harness) {
+	s := newShard(t, h, "beige")
+	for _, name := range []string{"a", "b", "c"} {
+		mustCreate(t, s.localClient("root", exportsGVR), export(name, name))
+	}
+	s.start(t)
+	s.waitMirrored(t)
+
+	// Each tampering lands (the write succeeds), and is then reverted.
+	mustMutate(t, s.cacheClient("root", exportsGVR), "a", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "evil", "spec", "value")
+	})
+	mustMutate(t, s.cacheClient("root", exportsGVR), "b", func(u *unstructured.Unstructured) {
+		u.SetGeneration(99)
+		u.SetLabels(map[string]string{"evil": "yes"})
+	})
+	mustDelete(t, s.cacheClient("root", exportsGVR), "c")
+	stray := export("stray", "nobody's")
+	stray.SetAnnotations(map[string]string{kcpcache.AnnotationShard: "beige"})
+	mustCreate(t, s.cacheClient("root", exportsGVR), stray)
+	mustCreate(t, s.cacheClient("elsewhere", exportsGVR), export("stray", "nobody's"))
+	s.waitMirrored(t)
+}
+
+func testExtraResourcesAndFilters(t *testing.T, h *harness) {
+	installWidgets(t, h.cache)
+	installWidgets(t, h.local)
+	labelled := func(u *unstructured.Unstructured) bool { return u.GetLabels()["replicate"] == "yes" }
+	withWidgets := func(cfg *Config, _ *rest.Config) {
+		cfg.Resources = append(DefaultResources(), Resource{GVR: widgetsGVR, Kind: "Widget", Filter: labelled})
+	}
+	s := newShard(t, h, "gold", withWidgets)
+	widget := func(ns, name string, replicate bool) *unstructured.Unstructured {
+		u := object(widgetsGVR, "Widget", ns, name, map[string]interface{}{"size": int64(len(name))})
+		if replicate {
+			u.SetLabels(map[string]string{"replicate": "yes"})
+		}
+		return u
+	}
+	for _, c := range []string{"root", "org"} {
+		for _, ns := range []string{"default", "other"} {
+			mustCreate(t, s.localClient(c, widgetsGVR).Namespace(ns), widget(ns, "w", true))
+			mustCreate(t, s.localClient(c, widgetsGVR).Namespace(ns), widget(ns, "private", false))
+		}
+	}
+	s.start(t)
+	s.waitMirrored(t)
+	if _, err := s.cacheClient("root", widgetsGVR).Namespace("default").Get(context.Background(), "private", metav1.GetOptions{}); err == nil {
+		t.Fatalf("a widget the filter rejects was replicated")
+	}
+
+	mustMutate(t, s.localClient("org", widgetsGVR).Namespace("other"), "w", func(u *unstructured.Unstructured) { u.SetLabels(nil) })
+	mustMutate(t, s.localClient("root", widgetsGVR).Namespace("other"), "private", func(u *unstructured.Unstructured) {
+		u.SetLabels(map[string]string{"replicate": "yes"})
+	})
+	s.waitMirrored(t)
+}
+
+func testShardsDoNotInterfere(t *testing.T, h *harness) {
+	dune, ecru := newShard(t, h, "dune"), newShard(t, h, "ecru")
+	for _, s := range []*shard{dune, ecru} {
+		for _, c := range clusters {
+			mustCreate(t, s.localClient(c, exportsGVR), export("shared", s.name+"-"+c))
+		}
+		s.start(t)
+	}
+	dune.waitMirrored(t)
+	ecru.waitMirrored(t)
+	before := copiesOf(t, ecru)
+
+	for _, c := range clusters {
+		mustMutate(t, dune.localClient(c, exportsGVR), "shared", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "dune-changed", "spec", "value")
+		})
+	}
+	mustDelete(t, dune.localClient("root", exportsGVR), "shared")
+	dune.waitMirrored(t)
+	dune.stop()
+	ecru.waitMirrored(t)
+	if after := copiesOf(t, ecru); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("ecru's copies changed while only dune's objects did: before %v, after %v", before, after)
+	}
+}
+
+// copiesOf returns placement → resourceVersion of a shard's export copies.
+func copiesOf(t *testing.T, s *shard) map[string]string {
+	t.Helper()
+	list, err := s.h.cacheAdmin.Cluster(s.name, kcpcache.Wildcard).Resource(exportsGVR).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for i := range list.Items {
+		out[placement(&list.Items[i])] = list.Items[i].GetResourceVersion()
+	}
+	return out
+}
+
+func testOriginShardDown(t *testing.T, h *harness) {
+	s := newShard(t, h, "fern")
+	for _, c := range clusters {
+		mustCreate(t, s.localClient(c, exportsGVR), export("keep", c))
+		mustCreate(t, s.localClient(c, exportsGVR), export("doomed", c))
+	}
+	s.start(t)
+	s.waitMirrored(t)
+	s.stop()
+	before := copiesOf(t, s)
+
+	// While the shard is down: its copies stay, and other shards read them
+	// through the wildcard as usual.
+	list, err := h.cacheAdmin.Cluster(kcpcache.Wildcard, "org").Resource(exportsGVR).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, u := range list.Items {
+		if u.GetAnnotations()[kcpcache.AnnotationShard] == "fern" {
+			found++
+		}
+	}
+	if found != 2 {
+		t.Errorf("a consumer reading */org sees %d of fern's 2 copies there while fern is down", found)
+	}
+	if after := copiesOf(t, s); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("stopping the controller changed its copies: before %v, after %v", before, after)
+	}
+
+	// The shard changes while its controller is down; the restarted
+	// controller's first pass removes what vanished meanwhile.
+	for _, c := range clusters {
+		mustDelete(t, s.localClient(c, exportsGVR), "doomed")
+	}
+	mustMutate(t, s.localClient("root", exportsGVR), "keep", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "changed while down", "spec", "value")
+	})
+	mustCreate(t, s.localClient("team", exportsGVR), export("born-while-down", "team"))
+	s.restart(t)
+	// The restarted controller never saw "doomed" locally: only its first
+	// full pass over the cache side can delete those copies. (Polling rather
+	// than checking at InitialSyncDone: the informers' first lists are served
+	// from the servers' watch caches, which may trail the last writes by a
+	// moment, and the watch then delivers the rest.)
+	s.waitMirrored(t)
+}
+
+func testCacheOutage(t *testing.T, h *harness) {
+	o := &outage{}
+	s := newShard(t, h, "cyan", withOutage(o))
+	for _, c := range clusters {
+		mustCreate(t, s.localClient(c, exportsGVR), export("stable", c))
+		mustCreate(t, s.localClient(c, exportsGVR), export("changing", c))
+		mustCreate(t, s.localClient(c, exportsGVR), export("doomed", c))
+	}
+	s.start(t)
+	s.waitMirrored(t)
+	errorsBefore, _ := testutil.GetCounterMetricValue(reconcilesTotal.WithLabelValues("apiexports.apis.kcp.io", "error"))
+
+	// The cache goes away for the controller: its connections break and
+	// every request fails. The server restarts meanwhile, so the controller's
+	// cache informer must relist from a new server when the cache is back.
+	o.down.Store(true)
+	o.cut()
+	h.cache.Restart(t)
+	for _, c := range clusters {
+		mustCreate(t, s.localClient(c, exportsGVR), export("born-during-outage", c))
+		mustMutate(t, s.localClient(c, exportsGVR), "changing", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "changed during outage", "spec", "value")
+		})
+		mustDelete(t, s.localClient(c, exportsGVR), "doomed")
+	}
+	eventually(t, "the controller tries and fails to write", func(context.Context) error {
+		if n := o.refusedWrites.Load(); n < 9 {
+			return fmt.Errorf("%d writes refused so far", n)
+		}
+		return nil
+	})
+	if err := s.mirrorDiff(context.Background()); err == nil {
+		t.Fatalf("the partition converged although the cache was unreachable: the outage is not simulated")
+	}
+	o.down.Store(false)
+	s.waitMirrored(t)
+	if errorsAfter, _ := testutil.GetCounterMetricValue(reconcilesTotal.WithLabelValues("apiexports.apis.kcp.io", "error")); errorsAfter <= errorsBefore {
+		t.Errorf("failed reconciles during the outage were not counted")
+	}
+}
