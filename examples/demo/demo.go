@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/examples/internal/run"
+	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
+)
+
+var apiResourceSchemas = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"}
+
+const (
+	exportCluster = "payments" // lives on shard alpha
+	bindCluster   = "shop"     // lives on shard beta
+	exportName    = "payments"
+)
+
+type demo struct {
+	root    string
+	logPath string
+	step    int
+	cache   *run.Server
+	shards  map[string]*run.Server
+}
+
+// newDemo sends every server's log (klog and etcd's) to servers.log, so that
+// standard output shows only the steps.
+func newDemo(root string) (*demo, error) {
+	logPath := filepath.Join(root, "servers.log")
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Dup3(int(f.Fd()), int(os.Stderr.Fd()), 0); err != nil {
+		return nil, fmt.Errorf("redirecting server logs: %w", err)
+	}
+	return &demo{root: root, logPath: logPath, shards: map[string]*run.Server{}}, nil
+}
+
+func (d *demo) say(format string, args ...interface{}) {
+	d.step++
+	fmt.Printf("\n[%d] %s\n", d.step, fmt.Sprintf(format, args...))
+}
+
+func detail(format string, args ...interface{}) {
+	fmt.Printf("    %s\n", fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context) error {
+	d.say("Starting a cache server with an embedded etcd")
+	cache, err := run.Cache(ctx, filepath.Join(d.root, "cache"), 0)
+	d.cache = cache
+	if err != nil {
+		return err
+	}
+	detail("serving %s/services/cache/shards/{shard}/clusters/{cluster}/...", cache.Config.Host)
+	detail("admin kubeconfig: %s", cache.Kubeconfig)
+
+	d.say("Starting shards alpha and beta; each pushes its APIExports and APIResourceSchemas into the cache")
+	for _, name := range []string{"alpha", "beta"} {
+		s, err := run.Shard(ctx, filepath.Join(d.root, name), name, func(o *shardserver.Options) {
+			o.Cache.CacheKubeconfig = cache.Kubeconfig
+		})
+		d.shards[name] = s
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", name, err)
+		}
+		detail("shard %-5s serves %s/clusters/{cluster}/...", name, s.Config.Host)
+	}
+
+	alpha := scoped(d.shards["alpha"].Config, "/clusters/"+exportCluster)
+	d.say("Creating APIResourceSchema and APIExport %q in logical cluster %q on shard alpha", exportName, exportCluster)
+	schemaObj := object(apiResourceSchemas, "APIResourceSchema", "v1.charges.payments.example", map[string]interface{}{"group": "payments.example", "names": map[string]interface{}{"plural": "charges", "kind": "Charge"}})
+	if _, err := alpha.Resource(apiResourceSchemas).Create(ctx, schemaObj, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	export, err := alpha.Resource(shardserver.APIExports).Create(ctx, object(shardserver.APIExports, "APIExport", exportName, map[string]interface{}{"latestResourceSchemas": []interface{}{"v1.charges.payments.example"}}), metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	detail("APIExport %s|%s uid=%s", exportCluster, exportName, export.GetUID())
+
+	d.say("Waiting for the cache to hold alpha's copies")
+	everywhere := scoped(cache.Config, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "*", Cluster: "*"}))
+	if err := eventually(ctx, func() error { return expectCopies(ctx, everywhere, 1, 1) }); err != nil {
+		return err
+	}
+	if err := printCopies(ctx, everywhere); err != nil {
+		return err
+	}
+
+	beta := scoped(d.shards["beta"].Config, "/clusters/"+bindCluster)
+	d.say("Creating APIBinding %q in logical cluster %q on shard beta, pointing at APIExport %s|%s", "payments", bindCluster, exportCluster, exportName)
+	if err := d.bindAndWait(ctx, beta, "payments", string(export.GetUID())); err != nil {
+		return err
+	}
+
+	d.say("Stopping shard alpha")
+	d.shards["alpha"].Stop()
+	if _, err := run.Get(ctx, d.shards["alpha"].Config, "/readyz"); err == nil {
+		return fmt.Errorf("shard alpha still answers after stopping")
+	}
+	detail("shard alpha no longer answers")
+
+	d.say("The cache still serves alpha's copies")
+	if err := printCopies(ctx, everywhere); err != nil {
+		return err
+	}
+
+	d.say("Creating APIBinding %q on shard beta while alpha is down", "payments-again")
+	if err := d.bindAndWait(ctx, beta, "payments-again", string(export.GetUID())); err != nil {
+		return err
+	}
+	ready, err := run.Get(ctx, d.shards["beta"].Config, "/readyz")
+	if err != nil {
+		return err
+	}
+	cacheUse, err := run.Get(ctx, d.shards["beta"].Config, "/readyz/cache-replication")
+	if err != nil {
+		return err
+	}
+	detail("shard beta: /readyz %d, /readyz/cache-replication %d (its own use of the cache is healthy)", ready, cacheUse)
+	return nil
+}
+
+// bindAndWait creates a binding and waits until beta resolved it through
+// the cache to the export with uid.
+func (d *demo) bindAndWait(ctx context.Context, beta dynamic.Interface, name, uid string) error {
+	binding := object(shardserver.APIBindings, "APIBinding", name, map[string]interface{}{
+		"reference": map[string]interface{}{"export": map[string]interface{}{"cluster": exportCluster, "name": exportName}},
+	})
+	if _, err := beta.Resource(shardserver.APIBindings).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	var status map[string]interface{}
+	err := eventually(ctx, func() error {
+		got, err := beta.Resource(shardserver.APIBindings).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		status, _, _ = unstructured.NestedMap(got.Object, "status")
+		if status["phase"] != "Bound" {
+			return fmt.Errorf("APIBinding %s status %v", name, status)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	shard, _, _ := unstructured.NestedString(status, "export", "shard")
+	gotUID, _, _ := unstructured.NestedString(status, "export", "uid")
+	detail("APIBinding %s: phase=%v source=%v export shard=%s uid=%s", name, status["phase"], status["source"], shard, gotUID)
+	if status["source"] != "cache" || shard != "alpha" || gotUID != uid {
+		return fmt.Errorf("expected the export of shard alpha (uid %s) through the cache, got %v", uid, status)
+	}
+	return nil
+}
+
+func expectCopies(ctx context.Context, c dynamic.Interface, exports, schemas int) error {
+	for gvr, want := range map[schema.GroupVersionResource]int{shardserver.APIExports: exports, apiResourceSchemas: schemas} {
+		list, err := c.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) != want {
+			return fmt.Errorf("the cache holds %d %s, want %d", len(list.Items), gvr.Resource, want)
+		}
+	}
+	return nil
+}
+
+func printCopies(ctx context.Context, c dynamic.Interface) error {
+	for _, gvr := range []schema.GroupVersionResource{shardserver.APIExports, apiResourceSchemas} {
+		list, err := c.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, u := range list.Items {
+			a := u.GetAnnotations()
+			detail("cache: shards/%s/clusters/%s %s %s (uid %s, origin resourceVersion %s)", a[kcpcache.AnnotationShard], a[kcpcache.AnnotationCluster], gvr.Resource, u.GetName(), u.GetUID(), a[kcpcache.AnnotationOriginalResourceVersion])
+		}
+	}
+	return nil
+}
+
+func (d *demo) stop() {
+	for _, s := range d.shards {
+		s.Stop()
+	}
+	d.cache.Stop()
+}
+
+// tailLog prints the last n lines of the servers' log.
+func (d *demo) tailLog(w io.Writer, n int) {
+	f, err := os.Open(d.logPath)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	fmt.Fprintln(w, strings.Join(lines, "\n"))
+}
+
+func scoped(cfg *rest.Config, prefix string) dynamic.Interface {
+	c := rest.CopyConfig(cfg)
+	c.Host += prefix
+	return dynamic.NewForConfigOrDie(c)
+}
+
+func object(gvr schema.GroupVersionResource, kind, name string, spec map[string]interface{}) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": gvr.GroupVersion().String(),
+		"kind":       kind,
+		"metadata":   map[string]interface{}{"name": name},
+		"spec":       spec,
+	}}
+}
+
+func eventually(ctx context.Context, f func() error) error {
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		last = f()
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("gave up waiting: %v", last)
+	}
+	return nil
+}

@@ -1,0 +1,7 @@
+// Package shardserver is a stand-in for kcp's pkg/server: a shard process
+// that stores kcp types per logical cluster (served kcp-style under
+// /clusters/{cluster}/...), optionally serves a cache in-process, pushes its
+// APIExports and APIResourceSchemas into the cache, and runs an example
+// controller that resolves APIBindings to APIExports local first, cache as
+// fallback. It shows the few lines of wiring kcp needs; it is not kcp.
+package shardserver

@@ -1,0 +1,162 @@
+package shardserver
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/hook"
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/replication"
+	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+)
+
+// Shard is a running stand-in for a kcp shard.
+type Shard struct {
+	name    string
+	host    *server.Server
+	mounted *server.Server
+	hook    *hook.Hook
+	local   *client.InformerFactory
+	// cacheKubeconfig reaches the in-process cache, for other shards.
+	cacheKubeconfig string
+}
+
+// New builds the shard's API server, the in-process cache when asked for,
+// the cache hook and the example controller. It starts the shard's etcd
+// (and the cache's, if it has its own) but serves nothing yet.
+func New(ctx context.Context, o CompletedOptions) (*Shard, error) {
+	shardName := o.Cache.ShardName
+	hostCfg, err := server.NewConfig(o.Server)
+	if err != nil {
+		return nil, err
+	}
+	hostCfg.Extra.PathScoper = filters.ClusterPaths(shardName)
+	hostCfg.Extra.BootstrapCRDs = append(server.DefaultBootstrapCRDs(), server.SchemalessCRD(apiBindingCRD()))
+
+	var mount *server.Mount
+	var mountedCfg *server.Config
+	if o.Cache.RunCacheServer {
+		mount = &server.Mount{}
+		hostCfg.Extra.Mount = mount
+		if mountedCfg, err = newMountedCacheConfig(o, hostCfg); err != nil {
+			return nil, err
+		}
+	}
+
+	s := &Shard{name: shardName}
+	if s.host, err = hostCfg.Complete().New(ctx); err != nil {
+		return nil, err
+	}
+	if mountedCfg != nil {
+		if s.mounted, err = mountedCfg.Complete().New(ctx); err != nil {
+			return nil, err
+		}
+		mount.Serve(s.mounted)
+		// Other shards push to this one's cache with the shard's admin
+		// kubeconfig: the mounted cache accepts the host's credentials.
+		s.cacheKubeconfig = hostCfg.Extra.KubeconfigPath
+	}
+
+	cacheConfig, err := cacheRESTConfig(o, s.mounted)
+	if err != nil {
+		return nil, err
+	}
+	localClient, err := client.NewForConfigWithPaths(s.host.AdminConfig(), clusterPaths)
+	if err != nil {
+		return nil, err
+	}
+	s.local = client.NewInformerFactory(localClient, kcpcache.Scope{Shard: shardName, Cluster: kcpcache.Wildcard}, 0)
+	if s.hook, err = hook.New(hook.Config{
+		Shard:        shardName,
+		CacheConfig:  cacheConfig,
+		LocalSources: replication.FactorySources(s.local),
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.hook.Install(s.host.GenericAPIServer); err != nil {
+		return nil, err
+	}
+	bindings := NewBindingController(shardName, s.local, s.hook.GlobalInformers(), localClient)
+	if err := s.host.GenericAPIServer.AddPostStartHook("example-apibinding-controller", func(hookCtx genericapiserver.PostStartHookContext) error {
+		ctx := klog.NewContext(hookCtx, klog.FromContext(ctx).WithValues("shard", shardName))
+		s.local.Start(ctx)
+		go bindings.Run(ctx)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// clusterPaths addresses the shard's own objects the way kcp does.
+func clusterPaths(scope kcpcache.Scope) string { return "/clusters/" + scope.Cluster }
+
+// newMountedCacheConfig configures the cache served in-process, in the
+// shard's etcd under its own prefix or in an embedded etcd of its own.
+func newMountedCacheConfig(o CompletedOptions, hostCfg *server.Config) (*server.Config, error) {
+	cacheOpts := options.NewOptions()
+	cacheOpts.RootDirectory = filepath.Join(o.Server.RootDirectory, "cache")
+	if dir := o.Cache.CacheEmbeddedEtcdDirectory; dir != "" {
+		cacheOpts.EmbeddedEtcd.Directory = dir
+		cacheOpts.EmbeddedEtcd.ClientPort, cacheOpts.EmbeddedEtcd.PeerPort = 0, 0
+	} else {
+		// NewConfig has filled in the shard's etcd, embedded or not.
+		cacheOpts.Etcd.StorageConfig.Transport = o.Server.Etcd.StorageConfig.Transport
+		cacheOpts.Etcd.StorageConfig.Prefix = o.Cache.CacheEtcdPrefix
+	}
+	completed, err := cacheOpts.Complete()
+	if err != nil {
+		return nil, err
+	}
+	generic := hostCfg.Apiextensions.GenericConfig
+	return server.NewMountedConfig(completed, server.Host{
+		LoopbackClientConfig: generic.LoopbackClientConfig,
+		Authenticator:        generic.Authentication.Authenticator,
+		Authorizer:           generic.Authorization.Authorizer,
+	})
+}
+
+// cacheRESTConfig says how the shard reaches the cache.
+func cacheRESTConfig(o CompletedOptions, mounted *server.Server) (*rest.Config, error) {
+	switch {
+	case o.Cache.CacheKubeconfig != "":
+		return client.ConfigFromKubeconfig(o.Cache.CacheKubeconfig, "")
+	case o.Cache.CacheURL != "":
+		return client.ConfigFromURL(o.Cache.CacheURL)
+	case mounted != nil:
+		return mounted.AdminConfig(), nil
+	}
+	return nil, fmt.Errorf("no cache configured")
+}
+
+// Run serves until ctx is done; the in-process cache stops with the shard.
+func (s *Shard) Run(ctx context.Context) error {
+	if s.mounted != nil {
+		done := make(chan error, 1)
+		go func() { done <- s.mounted.PrepareRun().Run(ctx) }()
+		defer func() { <-done }()
+	}
+	return s.host.PrepareRun().Run(ctx)
+}
+
+// Name is the shard's name.
+func (s *Shard) Name() string { return s.name }
+
+// AdminConfig reaches the shard's root as its admin; append
+// /clusters/{cluster} for its objects, /services/cache/... for an
+// in-process cache.
+func (s *Shard) AdminConfig() *rest.Config { return s.host.AdminConfig() }
+
+// CacheKubeconfig is a kubeconfig for the in-process cache ("" without one).
+func (s *Shard) CacheKubeconfig() string { return s.cacheKubeconfig }
+
+// Hook is the cache hook: global informers and degraded status.
+func (s *Shard) Hook() *hook.Hook { return s.hook }
