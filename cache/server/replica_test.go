@@ -43,6 +43,9 @@ func TestReplicaSemantics(t *testing.T) {
 		if got.GetAnnotations()[cache.AnnotationCluster] != "root" {
 			t.Errorf("cluster annotation not filled from the path: %v", got.GetAnnotations())
 		}
+		if mf := got.GetManagedFields(); len(mf) != 0 {
+			t.Errorf("a copy carries managedFields: %v", mf)
+		}
 	})
 
 	t.Run("a spec change on the copy does not bump generation", func(t *testing.T) {
@@ -65,6 +68,9 @@ func TestReplicaSemantics(t *testing.T) {
 		}
 		if patched.GetGeneration() != 7 {
 			t.Errorf("generation after a merge patch = %d, want 7", patched.GetGeneration())
+		}
+		if mf := patched.GetManagedFields(); len(mf) != 0 {
+			t.Errorf("a patched copy carries managedFields: %v", mf)
 		}
 	})
 
