@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"sort"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/util/wait"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -98,31 +96,26 @@ func (s *Server) start(t testing.TB) {
 	}
 }
 
+// waitReady waits for /readyz, or fails early if the server stops.
 func (s *Server) waitReady() error {
-	client, err := rest.HTTPClientFor(s.config)
-	if err != nil {
-		return err
-	}
-	var last string
-	err = wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, readyTimeout, true, func(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() {
 		select {
 		case err := <-s.done:
-			return false, fmt.Errorf("server stopped while starting: %v", err)
-		default:
+			stopped <- fmt.Errorf("server stopped while starting: %v", err)
+			cancel()
+		case <-ctx.Done():
 		}
-		resp, err := client.Get(s.config.Host + "/readyz")
-		if err != nil {
-			last = err.Error()
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		last = resp.Status
-		return resp.StatusCode == http.StatusOK, nil
-	})
-	if err != nil {
-		return fmt.Errorf("cache server not ready (last: %s): %w", last, err)
+	}()
+	err := server.WaitForPath(ctx, s.config, "/readyz", readyTimeout)
+	select {
+	case stopErr := <-stopped:
+		return stopErr
+	default:
+		return err
 	}
-	return nil
 }
 
 // stop shuts the server down and waits for it; safe to call twice.

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -27,6 +26,8 @@ type Server struct {
 	Config *rest.Config
 	// Kubeconfig is the admin kubeconfig the server wrote, if any.
 	Kubeconfig string
+	// EtcdURL is the embedded etcd's client URL, for a cache server.
+	EtcdURL string
 	// Shard is set for shards.
 	Shard *shardserver.Shard
 
@@ -83,7 +84,7 @@ func Cache(ctx context.Context, root string, port int) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	r := &Server{Config: srv.AdminConfig(), Kubeconfig: cfg.Extra.KubeconfigPath, cancel: cancel, done: make(chan error, 1)}
+	r := &Server{Config: srv.AdminConfig(), Kubeconfig: cfg.Extra.KubeconfigPath, EtcdURL: cfg.Extra.EmbeddedEtcd.ClientURL(), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- srv.PrepareRun().Run(runCtx) }()
 	return r, WaitOK(ctx, r.Config, "/readyz")
 }
@@ -142,17 +143,5 @@ func Get(ctx context.Context, cfg *rest.Config, path string) (int, error) {
 
 // WaitOK polls path until it answers 200, for up to a minute.
 func WaitOK(ctx context.Context, cfg *rest.Config, path string) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		code, err := Get(ctx, cfg, path)
-		if err == nil && code != http.StatusOK {
-			err = fmt.Errorf("%s answered %d", path, code)
-		}
-		last = err
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%s%s not OK: %v", cfg.Host, path, last)
-	}
-	return nil
+	return server.WaitForPath(ctx, cfg, path, time.Minute)
 }
