@@ -2,13 +2,12 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 
-	apiserverapis "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authentication/request/anonymous"
 	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
@@ -24,7 +23,8 @@ const (
 )
 
 // healthPaths answer anonymous requests: machines probe them without
-// credentials and read only the status code.
+// credentials and read only the status code. The first three have
+// individual checks below them.
 var healthPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
 
 // applyAuth sets explicit authentication and authorization. Both must be
@@ -36,15 +36,11 @@ func applyAuth(c *genericapiserver.Config, adminToken string, host *Host) error 
 	tokens := authenticatorfactory.NewFromTokens(map[string]*user.DefaultInfo{
 		adminToken: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
 	}, nil)
-	conditions := make([]apiserverapis.AnonymousAuthCondition, 0, len(healthPaths))
-	for _, p := range healthPaths {
-		conditions = append(conditions, apiserverapis.AnonymousAuthCondition{Path: p})
-	}
 	authenticators := []authenticator.Request{tokens}
 	if host != nil && host.Authenticator != nil {
 		authenticators = append(authenticators, host.Authenticator)
 	}
-	c.Authentication.Authenticator = authnunion.New(append(authenticators, anonymous.NewAuthenticator(conditions))...)
+	c.Authentication.Authenticator = authnunion.New(append(authenticators, anonymousHealthChecks)...)
 
 	allowPaths := append([]string{}, healthPaths...)
 	for _, p := range healthPaths[:3] {
@@ -67,6 +63,25 @@ func applyAuth(c *genericapiserver.Config, adminToken string, host *Host) error 
 	}
 	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
 	return nil
+}
+
+// anonymousHealthChecks authenticates credential-less requests for health
+// endpoints (and their individual checks, /readyz/<check>) as anonymous;
+// any other request without credentials stays unauthenticated (401).
+var anonymousHealthChecks = authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+	if !isHealthPath(req.URL.Path) {
+		return nil, false, nil
+	}
+	return &authenticator.Response{User: &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
+})
+
+func isHealthPath(p string) bool {
+	for i, h := range healthPaths {
+		if p == h || (i < 3 && strings.HasPrefix(p, h+"/")) {
+			return true
+		}
+	}
+	return false
 }
 
 // loadOrCreateAdminToken keeps the admin token stable across restarts, so

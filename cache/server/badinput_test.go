@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -128,5 +129,33 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestAnonymousRequestsReachOnlyHealthChecks(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	anonymous := rest.AnonymousClientConfig(srv.Config())
+	client, err := rest.HTTPClientFor(anonymous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{
+		"/readyz": 200,
+		"/livez":  200,
+		"/readyz/poststarthook/" + server.BootstrapHookName: 200,
+		"/services/cache/readyz":                            200,
+		"/metrics":                                          401,
+		cache.ScopedPath(cache.Scope{Shard: "*", Cluster: "*"}, exportsPath): 401,
+		"/apis": 401,
+	} {
+		resp, err := client.Get(anonymous.Host + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("anonymous GET %s = %d, want %d", path, resp.StatusCode, want)
+		}
 	}
 }
