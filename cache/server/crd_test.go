@@ -1,6 +1,8 @@
 package server_test
 
 import (
+	"context"
+	"encoding/json"
 	"testing"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -9,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
@@ -39,6 +42,43 @@ func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
 				t.Errorf("%v: %v has scope %q", scope, gvk, m.Scope.Name())
 			}
 		}
+	}
+}
+
+// Clients that do not ask for aggregated discovery list /apis and must find
+// the cache's groups there too, under every prefix.
+func TestUnaggregatedDiscoveryListsCRDGroups(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	installWidgets(t, srv)
+	for _, scope := range [][2]string{{"amber", "root"}, {"*", "*"}} {
+		cfg := srv.ScopedConfig(scope[0], scope[1])
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, func() error {
+			req, _ := newRequest(context.Background(), "GET", cfg.Host+"/apis", nil)
+			req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
+			req.Header.Set("Accept", "application/json") // explicitly not aggregated
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			var groups metav1.APIGroupList
+			if err := json.NewDecoder(resp.Body).Decode(&groups); err != nil {
+				return err
+			}
+			found := map[string]string{}
+			for _, g := range groups.Groups {
+				found[g.Name] = g.PreferredVersion.Version
+			}
+			if found["apis.kcp.io"] != "v1alpha1" || found["example.dev"] != "v1" {
+				return errorf("%v: /apis lists %v", scope, found)
+			}
+			return nil
+		})
 	}
 }
 

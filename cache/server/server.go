@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apimachinery/pkg/util/sets"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -43,6 +44,11 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
+	crdInformer := s.apiextensions.Informers.Apiextensions().V1().CustomResourceDefinitions()
+	groups := &crdGroupLister{lister: crdInformer.Lister(), manager: s.GenericAPIServer.DiscoveryGroupManager, groups: sets.New[string]()}
+	if err := groups.start(ctx, crdInformer.Informer()); err != nil {
+		return nil, err
+	}
 
 	loopback := s.GenericAPIServer.LoopbackClientConfig
 	crds := c.Extra.BootstrapCRDs
