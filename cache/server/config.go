@@ -16,7 +16,6 @@ import (
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/util/sets"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
-	genericregistry "k8s.io/apiserver/pkg/registry/generic"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/openapi"
@@ -153,10 +152,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		return nil, err
 	}
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
-	crdOptionsGetter, err := crdRESTOptionsGetter(opts, generic)
-	if err != nil {
-		return nil, err
-	}
+	// apiextensions' own getter for custom resources (JSON storage codec, no
+	// per-resource cache sizes), wrapped like the generic one.
+	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(*opts.Etcd, generic.ResourceTransformers, generic.StorageObjectCountTracker)
 	cfg := &Config{
 		Apiextensions: &apiextensionsapiserver.Config{
 			GenericConfig: generic,
@@ -238,10 +236,4 @@ func listenAddress(l net.Listener) string {
 		host = "127.0.0.1"
 	}
 	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
-}
-
-// crdRESTOptionsGetter is apiextensions' own getter for custom resources
-// (JSON storage codec, no per-resource cache sizes), before our wrapper.
-func crdRESTOptionsGetter(opts options.CompletedOptions, generic *genericapiserver.RecommendedConfig) (genericregistry.RESTOptionsGetter, error) {
-	return apiextensionsoptions.NewCRDRESTOptionsGetter(*opts.Etcd, generic.ResourceTransformers, generic.StorageObjectCountTracker), nil
 }
