@@ -109,15 +109,12 @@ func annotationIndex(obj interface{}, annotation string) ([]string, error) {
 
 // annotationAndNameIndex indexes by an annotation plus [namespace/]name.
 func annotationAndNameIndex(obj interface{}, annotation string) ([]string, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, err
+	values, err := annotationIndex(obj, annotation)
+	if err != nil || len(values) == 0 {
+		return values, err
 	}
-	v := m.GetAnnotations()[annotation]
-	if v == "" {
-		return nil, nil
-	}
-	return []string{v + keySeparator + cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}.String()}, nil
+	m, _ := meta.Accessor(obj) // annotationIndex has checked it
+	return []string{values[0] + keySeparator + cache.ObjectName{Namespace: m.GetNamespace(), Name: m.GetName()}.String()}, nil
 }
 
 func getOne(indexer cache.Indexer, index, value, name string) (*unstructured.Unstructured, error) {
