@@ -55,12 +55,14 @@ type Config struct {
 
 // Hook replicates a shard into the cache and keeps global informers over it.
 type Hook struct {
-	cfg        Config
-	status     *Status
-	cacheREST  *rest.Config
-	global     *client.InformerFactory
-	globalGVRs []schema.GroupVersionResource
-	controller *replication.Controller
+	cfg       Config
+	status    *Status
+	cacheREST *rest.Config
+	// probeClient asks the cache's /readyz; built once, reused every probe.
+	probeClient *http.Client
+	global      *client.InformerFactory
+	globalGVRs  []schema.GroupVersionResource
+	controller  *replication.Controller
 }
 
 // New builds the clients, the global informers and the replication
@@ -100,13 +102,18 @@ func New(cfg Config) (*Hook, error) {
 	if err != nil {
 		return nil, err
 	}
+	probeClient, err := rest.HTTPClientFor(cacheConfig)
+	if err != nil {
+		return nil, fmt.Errorf("cache HTTP client: %w", err)
+	}
 	h := &Hook{
-		cfg:        cfg,
-		status:     NewStatus(),
-		cacheREST:  cacheConfig,
-		global:     client.NewInformerFactory(cacheClient, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 0),
-		globalGVRs: cfg.GlobalResources,
-		controller: controller,
+		probeClient: probeClient,
+		cfg:         cfg,
+		status:      NewStatus(),
+		cacheREST:   cacheConfig,
+		global:      client.NewInformerFactory(cacheClient, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 0),
+		globalGVRs:  cfg.GlobalResources,
+		controller:  controller,
 	}
 	for _, gvr := range h.globalGVRs {
 		h.global.ForResource(gvr) // create now, so Start runs it
@@ -193,17 +200,13 @@ func (h *Hook) probe(ctx context.Context) {
 
 // cacheReady asks the cache's /readyz.
 func (h *Hook) cacheReady(ctx context.Context) error {
-	httpClient, err := rest.HTTPClientFor(h.cacheREST)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cacheREST.Host+kcpcache.ServicePrefix+"/readyz", nil)
 	if err != nil {
 		return err
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := h.probeClient.Do(req)
 	if err != nil {
 		return err
 	}
