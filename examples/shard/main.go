@@ -9,57 +9,38 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/spf13/cobra"
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	cliflag "k8s.io/component-base/cli"
-	"k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
 
+	"github.com/kcp-cache/kcp-cache/examples/internal/command"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
 )
 
 func main() {
-	os.Exit(cliflag.Run(newCommand()))
+	os.Exit(cli.Run(newCommand()))
 }
 
 func newCommand() *cobra.Command {
 	opts := shardserver.NewOptions()
-	logOptions := logs.NewOptions()
-	var fss flag.NamedFlagSets
-	cmd := &cobra.Command{
-		Use:          "shard",
-		Short:        "Run a stand-in for a kcp shard that uses a kcp cache",
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := logsapi.ValidateAndApply(logOptions, nil); err != nil {
-				return err
-			}
-			completed, err := opts.Complete()
-			if err != nil {
-				return err
-			}
-			if err := completed.Validate(); err != nil {
-				return err
-			}
-			ctx := genericapiserver.SetupSignalContext()
-			ctx = klog.NewContext(ctx, klog.Background().WithName("shard").WithValues("shard", completed.Cache.ShardName))
-			s, err := shardserver.New(ctx, completed)
-			if err != nil {
-				return err
-			}
-			klog.FromContext(ctx).Info("Serving", "address", s.AdminConfig().Host, "objects", s.AdminConfig().Host+"/clusters/{cluster}/apis/...", "degraded-status", s.AdminConfig().Host+"/readyz/cache-replication")
-			return s.Run(ctx)
-		},
-	}
-	opts.AddFlags(&fss)
-	logsapi.AddFlags(logOptions, fss.FlagSet("Logging"))
-	for _, f := range fss.FlagSets {
-		cmd.Flags().AddFlagSet(f)
-	}
-	flag.SetUsageAndHelpFunc(cmd, fss, 0)
-	return cmd
+	cmd := &cobra.Command{Use: "shard", Short: "Run a stand-in for a kcp shard that uses a kcp cache"}
+	return command.New(cmd, opts.AddFlags, func(ctx context.Context) error {
+		completed, err := opts.Complete()
+		if err != nil {
+			return err
+		}
+		if err := completed.Validate(); err != nil {
+			return err
+		}
+		ctx = klog.NewContext(ctx, klog.Background().WithName("shard").WithValues("shard", completed.Cache.ShardName))
+		s, err := shardserver.New(ctx, completed)
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Serving", "address", s.AdminConfig().Host, "objects", s.AdminConfig().Host+"/clusters/{cluster}/apis/...", "degraded-status", s.AdminConfig().Host+"/readyz/cache-replication")
+		return s.Run(ctx)
+	})
 }

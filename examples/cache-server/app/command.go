@@ -2,65 +2,47 @@
 package app
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	cliflag "k8s.io/component-base/cli/flag"
-	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/examples/internal/command"
 )
 
 // NewCommand returns the cache-server command.
 func NewCommand() *cobra.Command {
 	opts := options.NewOptions()
-	logOptions := logs.NewOptions()
-	var fss cliflag.NamedFlagSets
-
 	cmd := &cobra.Command{
 		Use:   "cache-server",
 		Short: "Serve a kcp cache: shard-partitioned Kubernetes API objects in etcd",
 		Long: `cache-server serves objects that kcp shards push, partitioned by shard and
 logical cluster under /services/cache/shards/{shard}/clusters/{cluster}/. Without
 --etcd-servers it runs an embedded etcd under --root-directory.`,
-		SilenceUsage: true,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := logsapi.ValidateAndApply(logOptions, nil); err != nil {
-				return err
-			}
-			completed, err := opts.Complete()
-			if err != nil {
-				return err
-			}
-			if errs := completed.Validate(); len(errs) > 0 {
-				return utilerrors.NewAggregate(errs)
-			}
-			ctx := genericapiserver.SetupSignalContext()
-			ctx = klog.NewContext(ctx, klog.Background().WithName("cache-server"))
-			cfg, err := server.NewConfig(completed)
-			if err != nil {
-				return err
-			}
-			srv, err := cfg.Complete().New(ctx)
-			if err != nil {
-				return err
-			}
-			klog.FromContext(ctx).Info("Serving", "admin-kubeconfig", cfg.Extra.KubeconfigPath,
-				"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", cfg.Extra.KubeconfigPath, srv.AdminConfig().Host))
-			return srv.PrepareRun().Run(ctx)
-		},
 	}
-	opts.AddFlags(&fss)
-	logsapi.AddFlags(logOptions, fss.FlagSet("Logging"))
-	fs := cmd.Flags()
-	for _, f := range fss.FlagSets {
-		fs.AddFlagSet(f)
-	}
-	cliflag.SetUsageAndHelpFunc(cmd, fss, 0)
-	return cmd
+	return command.New(cmd, opts.AddFlags, func(ctx context.Context) error {
+		completed, err := opts.Complete()
+		if err != nil {
+			return err
+		}
+		if errs := completed.Validate(); len(errs) > 0 {
+			return utilerrors.NewAggregate(errs)
+		}
+		ctx = klog.NewContext(ctx, klog.Background().WithName("cache-server"))
+		cfg, err := server.NewConfig(completed)
+		if err != nil {
+			return err
+		}
+		srv, err := cfg.Complete().New(ctx)
+		if err != nil {
+			return err
+		}
+		klog.FromContext(ctx).Info("Serving", "admin-kubeconfig", cfg.Extra.KubeconfigPath,
+			"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", cfg.Extra.KubeconfigPath, srv.AdminConfig().Host))
+		return srv.PrepareRun().Run(ctx)
+	})
 }
