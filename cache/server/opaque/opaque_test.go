@@ -1,0 +1,180 @@
+package opaque
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var widget = Type{Group: "example.io", Kind: "Widget", ListKind: "WidgetList"}
+
+const stored = `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u-1","annotations":{"a":"b"}},"spec":{"x":[1,{"y":"}"}]},"status":{"z":"\"q"}}`
+
+func decodeStoredT(t *testing.T, data string) *Object {
+	t.Helper()
+	obj, _, err := Codec{}.Decode([]byte(data), nil, nil)
+	if err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
+	return obj.(*Object)
+}
+
+func encodeAs(t *testing.T, obj runtime.Object, gv schema.GroupVersion) string {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := NewSerializer(widget).EncoderForVersion(NewSerializer(widget).SupportedMediaTypes()[0].Serializer, gv)
+	if err := enc.Encode(obj, &buf); err != nil {
+		t.Fatalf("encode: %v", err)
+	}
+	return buf.String()
+}
+
+// sameJSON compares documents semantically, independent of member order.
+func sameJSON(t *testing.T, got, want string) {
+	t.Helper()
+	var g, w interface{}
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, got)
+	}
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		t.Fatalf("expectation is not JSON: %v", err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestStoredObjectIsServedUnderTheRequestedVersion(t *testing.T) {
+	o := decodeStoredT(t, stored)
+	if o.Name != "w" || o.UID != "u-1" || o.Annotations["a"] != "b" || o.APIVersion != "example.io/v1" {
+		t.Fatalf("metadata not parsed: %+v", o.ObjectMeta)
+	}
+	o.SetResourceVersion("42")
+	sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v2"}),
+		`{"apiVersion":"example.io/v2","kind":"Widget","metadata":{"name":"w","uid":"u-1","resourceVersion":"42","annotations":{"a":"b"}},"spec":{"x":[1,{"y":"}"}]},"status":{"z":"\"q"}}`)
+}
+
+func TestMetadataSetterIsReflectedInTheEncoding(t *testing.T) {
+	o := decodeStoredT(t, stored)
+	c := o.DeepCopy()
+	c.SetLabels(map[string]string{"l": "v"})
+	sameJSON(t, encodeAs(t, c, schema.GroupVersion{Group: "example.io", Version: "v1"}),
+		`{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u-1","labels":{"l":"v"},"annotations":{"a":"b"}},"spec":{"x":[1,{"y":"}"}]},"status":{"z":"\"q"}}`)
+	// The original keeps its own metadata.
+	if o.Labels != nil || !strings.Contains(encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}), `"annotations":{"a":"b"}}`) {
+		t.Errorf("changing a copy changed the original")
+	}
+	// Through meta.Accessor-style access too.
+	var m metav1.Object = o.DeepCopy()
+	m.SetAnnotations(nil)
+	if strings.Contains(encodeAs(t, m.(*Object), schema.GroupVersion{Group: "example.io", Version: "v1"}), "annotations") {
+		t.Errorf("SetAnnotations through metav1.Object was not reflected")
+	}
+}
+
+func TestStorageEncodingOmitsResourceVersionAndRoundTrips(t *testing.T) {
+	o := decodeStoredT(t, stored)
+	o.SetResourceVersion("7")
+	var buf bytes.Buffer
+	if err := (Codec{}).Encode(o, &buf); err != nil {
+		t.Fatal(err)
+	}
+	sameJSON(t, buf.String(), stored)
+	if strings.Contains(buf.String(), "resourceVersion") {
+		t.Errorf("stored bytes carry a resourceVersion: %s", buf.String())
+	}
+}
+
+func TestSplitHandlesAnyMemberOrder(t *testing.T) {
+	cases := map[string]string{
+		"metadata last":        `{"spec":{"a":1},"status":2,"kind":"Widget","apiVersion":"example.io/v1","metadata":{"name":"w"}}`,
+		"metadata in between":  `{"spec":{"a":1},"metadata":{"name":"w"},"status":2,"kind":"Widget","apiVersion":"example.io/v1"}`,
+		"whitespace":           "{ \"apiVersion\" : \"example.io/v1\" ,\n \"kind\":\"Widget\", \"metadata\" : {\"name\":\"w\"} , \"spec\" : {\"a\" : 1}, \"status\":2 }",
+		"escapes in strings":   `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"a":1},"status":2}`,
+		"null metadata absent": `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"a":1},"status":2}`,
+	}
+	want := `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"a":1},"status":2}`
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := decodeStoredT(t, in)
+			sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}), want)
+		})
+	}
+}
+
+func TestListEncoding(t *testing.T) {
+	a, b := decodeStoredT(t, stored), decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"v"}}`)
+	a.SetResourceVersion("3")
+	b.SetResourceVersion("5")
+	n := int64(9)
+	l := &ObjectList{ListMeta: metav1.ListMeta{ResourceVersion: "6", Continue: "tok", RemainingItemCount: &n}, Items: []Object{*a, *b}}
+	sameJSON(t, encodeAs(t, l, schema.GroupVersion{Group: "example.io", Version: "v2"}), `{"apiVersion":"example.io/v2","kind":"WidgetList",
+		"metadata":{"resourceVersion":"6","continue":"tok","remainingItemCount":9},
+		"items":[
+		 {"apiVersion":"example.io/v2","kind":"Widget","metadata":{"name":"w","uid":"u-1","resourceVersion":"3","annotations":{"a":"b"}},"spec":{"x":[1,{"y":"}"}]},"status":{"z":"\"q"}},
+		 {"apiVersion":"example.io/v2","kind":"Widget","metadata":{"name":"v","resourceVersion":"5"}}]}`)
+	sameJSON(t, encodeAs(t, &ObjectList{}, schema.GroupVersion{Group: "example.io", Version: "v1"}),
+		`{"apiVersion":"example.io/v1","kind":"WidgetList","metadata":{},"items":[]}`)
+}
+
+func TestEncoderDelegatesMetaTypes(t *testing.T) {
+	got := encodeAs(t, &metav1.Status{Status: metav1.StatusSuccess}, schema.GroupVersion{Group: "example.io", Version: "v1"})
+	sameJSON(t, got, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Success"}`)
+}
+
+func TestRequestDecoding(t *testing.T) {
+	dec := NewSerializer(widget).DecoderToVersion(nil, schema.GroupVersion{Group: "example.io", Version: "v1"})
+	defaults := &schema.GroupVersionKind{Group: "example.io", Version: "v1", Kind: "Widget"}
+
+	obj, gvk, err := dec.Decode([]byte("{\"apiVersion\":\"example.io/v1\",\"kind\":\"Widget\",\"metadata\": {\"name\": \"n\", \"resourceVersion\": \"9\"},\n \"spec\": {\"k\": \"v\"}}"), defaults, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := obj.(*Object)
+	if *gvk != *defaults || o.Name != "n" || o.ResourceVersion != "9" || string(o.Body()) != `"spec":{"k":"v"}` {
+		t.Errorf("decoded %v %+v body %s", gvk, o.ObjectMeta, o.Body())
+	}
+
+	for name, body := range map[string]string{
+		"not JSON":           `{"metadata":`,
+		"not an object":      `[1,2]`,
+		"metadata a string":  `{"metadata":"x"}`,
+		"kind a number":      `{"kind":1}`,
+		"no kind":            `{"apiVersion":"example.io/v1","metadata":{"name":"n"}}`,
+		"no apiVersion":      `{"kind":"Widget","metadata":{"name":"n"}}`,
+		"bad metadata field": `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":7}}`,
+		"trailing garbage":   `{"metadata":{}} x`,
+	} {
+		if _, _, err := dec.Decode([]byte(body), defaults, nil); err == nil {
+			t.Errorf("%s: decoded %s without error", name, body)
+		}
+	}
+}
+
+func TestCodecRefusesObjectsOverTheLimit(t *testing.T) {
+	o := decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"}}`)
+	o.SetBody([]byte(`"spec":"` + strings.Repeat("x", 200) + `"`))
+	err := Codec{MaxObjectBytes: 100}.Encode(o, &bytes.Buffer{})
+	if !apierrors.IsRequestEntityTooLargeError(err) {
+		t.Errorf("got %v, want 413", err)
+	}
+}
+
+func TestDeepCopyOwnsMetadataAndSharesBody(t *testing.T) {
+	o := decodeStoredT(t, stored)
+	c := o.DeepCopyObject().(*Object)
+	c.Annotations["a"] = "changed"
+	if o.Annotations["a"] != "b" {
+		t.Errorf("copy shares the annotations map")
+	}
+	if &c.Body()[0] != &o.Body()[0] {
+		t.Errorf("copy does not share the body")
+	}
+}
