@@ -1,0 +1,67 @@
+package dataplane
+
+import (
+	"context"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// WatchCRDs keeps the registry in step with the CRDs informer sees: an
+// Established CRD that is not being deleted is served, anything else is not.
+// Once the informer has synced, the registry is marked synced. Call it
+// before the informer starts.
+func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInformer) error {
+	logger := klog.FromContext(ctx).WithName("crd-source")
+	ctx = klog.NewContext(ctx, logger)
+	apply := func(obj interface{}) {
+		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			return
+		}
+		res := ResourceFromCRD(crd)
+		if !isEstablished(crd) || crd.DeletionTimestamp != nil {
+			r.Unregister(ctx, res.GroupResource())
+			return
+		}
+		if err := r.Register(ctx, res); err != nil {
+			logger.Error(err, "Cannot serve the type a CRD declares", "crd", crd.Name)
+		}
+	}
+	remove := func(obj interface{}) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			return
+		}
+		r.Unregister(ctx, schema.GroupResource{Group: crd.Spec.Group, Resource: ResourceFromCRD(crd).Resource})
+	}
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    apply,
+		UpdateFunc: func(_, obj interface{}) { apply(obj) },
+		DeleteFunc: remove,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			r.SetSynced()
+			logger.V(2).Info("Every CRD is known")
+		}
+	}()
+	return nil
+}
+
+func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}

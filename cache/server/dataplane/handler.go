@@ -1,0 +1,111 @@
+package dataplane
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/endpoints/handlers"
+	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
+)
+
+// statusCodecs encodes the Status of requests that reach no type.
+var statusCodecs = opaque.NewSerializer(opaque.Type{})
+
+// apiextensionsGroup is served by apiextensions-apiserver itself (the CRD
+// API); every other resource request is ours or unknown.
+const apiextensionsGroup = "apiextensions.k8s.io"
+
+// retryAfterSeconds is what a client is told to wait while a type warms up.
+const retryAfterSeconds = 1
+
+// patchTypes are the patches a schema-less object supports; strategic merge
+// needs a Go type.
+var patchTypes = []string{string(types.JSONPatchType), string(types.MergePatchType), string(types.ApplyYAMLPatchType)}
+
+// Handler serves the registry's types and passes every other request to
+// delegate. It must run inside the default handler chain: it reads the
+// request info, and authentication and authorization have happened.
+func (r *Registry) Handler(delegate http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		info, ok := request.RequestInfoFrom(req.Context())
+		if !ok || !info.IsResourceRequest || info.APIGroup == apiextensionsGroup {
+			delegate.ServeHTTP(w, req)
+			return
+		}
+		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+		gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
+		s := r.lookup(gr)
+		if s == nil {
+			if !r.synced.Load() {
+				unavailable(w, req, gv, gr, "the cache server is starting and does not know its types yet")
+				return
+			}
+			delegate.ServeHTTP(w, req)
+			return
+		}
+		scope, ok := s.scopes[info.APIVersion]
+		if !ok {
+			// Not a served version: apiextensions answers 404 for it.
+			delegate.ServeHTTP(w, req)
+			return
+		}
+		if info.Subresource != "" {
+			responsewriters.ErrorNegotiated(apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + info.Subresource}, info.Name), scope.Serializer, gv, w, req)
+			return
+		}
+		if err := s.store.ReadinessCheck(); err != nil {
+			unavailable(w, req, gv, gr, fmt.Sprintf("the storage of %s is initializing: %v", gr, err))
+			return
+		}
+		serve(s, scope, info, r.cfg).ServeHTTP(w, req)
+	})
+}
+
+func serve(s *served, scope *handlers.RequestScope, info *request.RequestInfo, cfg Config) http.Handler {
+	store := s.store
+	switch info.Verb {
+	case "get":
+		return handlers.GetResource(store, scope)
+	case "list":
+		return handlers.ListResource(store, store, scope, false, cfg.MinRequestTimeout)
+	case "watch":
+		return handlers.ListResource(store, store, scope, true, cfg.MinRequestTimeout)
+	case "create":
+		return handlers.CreateResource(store, scope, cfg.Admission)
+	case "update":
+		return handlers.UpdateResource(store, scope, cfg.Admission)
+	case "patch":
+		return handlers.PatchResource(store, scope, cfg.Admission, patchTypes)
+	case "delete":
+		return handlers.DeleteResource(store, true, scope, cfg.Admission)
+	case "deletecollection":
+		return handlers.DeleteCollection(store, true, scope, cfg.Admission)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		responsewriters.ErrorNegotiated(apierrors.NewMethodNotSupported(s.resource.GroupResource(), info.Verb), scope.Serializer, scope.Kind.GroupVersion(), w, req)
+	})
+}
+
+// unavailable answers 503 with Retry-After and a Status body: a client must
+// never take a type that is still warming up for a type that does not exist
+// (client-go reads a 404 as "the object is absent"), and client-go retries
+// a 503 with Retry-After by itself.
+func unavailable(w http.ResponseWriter, req *http.Request, gv schema.GroupVersion, gr schema.GroupResource, msg string) {
+	err := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    http.StatusServiceUnavailable,
+		Reason:  metav1.StatusReasonServiceUnavailable,
+		Message: msg,
+		Details: &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, RetryAfterSeconds: retryAfterSeconds},
+	}}
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+	responsewriters.ErrorNegotiated(err, statusCodecs, gv, w, req)
+}

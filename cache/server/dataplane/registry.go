@@ -1,0 +1,206 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/handlers"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/klog/v2"
+)
+
+// Config is what a Registry needs from its server.
+type Config struct {
+	// RESTOptionsGetter provides etcd and the partitioned storage decorator.
+	RESTOptionsGetter generic.RESTOptionsGetter
+	// Authorizer and Admission are the server's; Admission may be nil.
+	Authorizer authorizer.Authorizer
+	Admission  admission.Interface
+	// MaxRequestBodyBytes bounds request bodies; larger ones get 413.
+	MaxRequestBodyBytes int64
+	// MinRequestTimeout is the shortest watch timeout handed out.
+	MinRequestTimeout time.Duration
+}
+
+// Registry is the set of served types. It is safe for concurrent use; types
+// come and go while requests are served.
+type Registry struct {
+	cfg Config
+
+	mu     sync.RWMutex
+	served map[schema.GroupResource]*served
+	// synced is set once every declaration source has delivered its
+	// initial set; until then an unknown type may still appear, so its
+	// requests get 503 instead of 404.
+	synced atomic.Bool
+}
+
+// served is one type as served: its declaration, its store and a request
+// scope per version. It is replaced whole, never changed.
+type served struct {
+	resource Resource
+	// pinned declarations (bootstrapped types) are never removed, and
+	// other sources can only add versions to them.
+	pinned bool
+	store  *registry.Store
+	scopes map[string]*handlers.RequestScope
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(cfg Config) *Registry {
+	return &Registry{cfg: cfg, served: map[schema.GroupResource]*served{}}
+}
+
+// Pin registers a type that is served for the registry's whole life, such
+// as a bootstrapped type, whatever other sources say about it later.
+func (r *Registry) Pin(ctx context.Context, res Resource) error {
+	return r.register(ctx, res, true)
+}
+
+// Register serves res, or updates how it is served. A change of served
+// versions keeps the storage (and its watch cache); any other change builds
+// a new one.
+func (r *Registry) Register(ctx context.Context, res Resource) error {
+	return r.register(ctx, res, false)
+}
+
+func (r *Registry) register(ctx context.Context, res Resource, pin bool) error {
+	if err := res.Validate(); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx).WithValues("resource", res.GroupResource())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gr := res.GroupResource()
+	old := r.served[gr]
+	if old != nil && old.pinned && !pin {
+		// Other sources may add versions to a bootstrapped type, nothing else.
+		merged := old.resource
+		merged.Versions = unionVersions(old.resource.Versions, res.Versions)
+		if !res.sameStorage(old.resource) {
+			logger.Info("Ignoring a changed declaration of a bootstrapped type; only added versions take effect", "declared", res)
+		}
+		res = merged
+	}
+	pin = pin || (old != nil && old.pinned)
+	if old != nil && old.resource.equal(res) {
+		old.pinned = old.pinned || pin
+		return nil
+	}
+	t := newTyping(res)
+	s := &served{resource: res, pinned: pin}
+	if old != nil && old.resource.sameStorage(res) {
+		s.store = old.store
+	} else {
+		store, err := newStore(res, r.cfg.RESTOptionsGetter, t)
+		if err != nil {
+			return fmt.Errorf("building storage of %s: %w", gr, err)
+		}
+		s.store = store
+	}
+	scopes, err := newRequestScopes(res, t, s.store, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes})
+	if err != nil {
+		if s.store != oldStore(old) {
+			s.store.DestroyFunc()
+		}
+		return fmt.Errorf("building request scopes of %s: %w", gr, err)
+	}
+	s.scopes = scopes
+	r.served[gr] = s
+	if old != nil && old.store != s.store {
+		old.store.DestroyFunc()
+	}
+	logger.V(2).Info("Serving type", "versions", res.Versions, "kind", res.Kind, "namespaced", res.Namespaced, "names", res.nameRule())
+	return nil
+}
+
+// Unregister stops serving gr, unless it is pinned. Its data stays in etcd.
+func (r *Registry) Unregister(ctx context.Context, gr schema.GroupResource) {
+	r.mu.Lock()
+	s := r.served[gr]
+	if s == nil || s.pinned {
+		r.mu.Unlock()
+		return
+	}
+	delete(r.served, gr)
+	r.mu.Unlock()
+	s.store.DestroyFunc()
+	klog.FromContext(ctx).V(2).Info("Stopped serving type", "resource", gr)
+}
+
+// Resources returns the declarations currently served, sorted.
+func (r *Registry) Resources() []Resource {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]Resource, 0, len(r.served))
+	for _, s := range r.served {
+		out = append(out, s.resource)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].GroupResource().String() < out[j].GroupResource().String()
+	})
+	return out
+}
+
+// SetSynced records that every declaration source has delivered its initial
+// set: from now on an unknown type is answered with 404.
+func (r *Registry) SetSynced() { r.synced.Store(true) }
+
+// ReadinessCheck fails while a pinned type's storage is not ready to serve.
+func (r *Registry) ReadinessCheck() error {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for gr, s := range r.served {
+		if !s.pinned {
+			continue
+		}
+		if err := s.store.ReadinessCheck(); err != nil {
+			return fmt.Errorf("%s: %w", gr, err)
+		}
+	}
+	return nil
+}
+
+// Destroy stops every store's watch cache. The registry serves nothing
+// afterwards.
+func (r *Registry) Destroy() {
+	r.mu.Lock()
+	all := r.served
+	r.served = map[schema.GroupResource]*served{}
+	r.mu.Unlock()
+	for _, s := range all {
+		s.store.DestroyFunc()
+	}
+}
+
+func (r *Registry) lookup(gr schema.GroupResource) *served {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.served[gr]
+}
+
+func oldStore(old *served) *registry.Store {
+	if old == nil {
+		return nil
+	}
+	return old.store
+}
+
+func unionVersions(a, b []string) []string {
+	out := slices.Clone(a)
+	for _, v := range b {
+		if !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}

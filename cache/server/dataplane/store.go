@@ -1,0 +1,59 @@
+package dataplane
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/storage"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
+)
+
+// opaqueRESTOptions hands every store of the data plane the opaque storage
+// codec and apiextensions' key layout (<group>/<resource>), so that data
+// stored by earlier releases, which served these types as custom resources,
+// stays where it is. The delegate provides etcd and the partitioned storage
+// decorator.
+type opaqueRESTOptions struct {
+	delegate generic.RESTOptionsGetter
+}
+
+func (g opaqueRESTOptions) GetRESTOptions(gr schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	opts, err := g.delegate.GetRESTOptions(gr, example)
+	if err != nil {
+		return opts, err
+	}
+	cfg := *opts.StorageConfig
+	cfg.Codec = opaque.Codec{}
+	opts.StorageConfig = &cfg
+	opts.ResourcePrefix = gr.Group + "/" + gr.Resource
+	return opts, nil
+}
+
+// newStore builds the registry Store of r: upstream's generic Store (create,
+// update, delete, list, watch, dry-run, preconditions, paging) with the
+// opaque objects and our strategy.
+func newStore(r Resource, getter generic.RESTOptionsGetter, t typing) (*registry.Store, error) {
+	gr := r.GroupResource()
+	s := newStrategy(r, t)
+	store := &registry.Store{
+		NewFunc:                   func() runtime.Object { return &opaque.Object{} },
+		NewListFunc:               func() runtime.Object { return &opaque.ObjectList{} },
+		DefaultQualifiedResource:  gr,
+		SingularQualifiedResource: schema.GroupResource{Group: r.Group, Resource: r.Singular},
+		CreateStrategy:            s,
+		UpdateStrategy:            s,
+		DeleteStrategy:            s,
+		TableConvertor:            rest.NewDefaultTableConvertor(gr),
+	}
+	attrs := storage.DefaultClusterScopedAttr
+	if r.Namespaced {
+		attrs = storage.DefaultNamespaceScopedAttr
+	}
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: opaqueRESTOptions{getter}, AttrFunc: attrs}); err != nil {
+		return nil, err
+	}
+	return store, nil
+}
