@@ -47,6 +47,7 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 		return fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"new"%s}}`, annotations)
 	}
 	existingBody := fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"existing","resourceVersion":%q,"annotations":{"kcp.io/shard":"blue"}}}`, existing.GetResourceVersion())
+	large := fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"large"},"spec":{"blob":%q}}`, strings.Repeat("x", 2*1024*1024))
 	huge := fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"huge"},"spec":{"blob":%q}}`, strings.Repeat("x", 4*1024*1024))
 
 	tests := []struct {
@@ -78,6 +79,8 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 		{"malformed JSON", "POST", scoped("amber", "root", exportsPath), "", `{"apiVersion": "apis.kcp.io/v1alpha1", "kind":`, 400, metav1.StatusReasonBadRequest},
 		{"JSON that is not an object", "POST", scoped("amber", "root", exportsPath), "", `["a"]`, 400, metav1.StatusReasonBadRequest},
 		{"body over the size limit", "POST", scoped("amber", "root", exportsPath), "", huge, 413, metav1.StatusReasonRequestEntityTooLarge},
+		{"body over what etcd stores", "POST", scoped("amber", "root", exportsPath), "", large, 413, metav1.StatusReasonRequestEntityTooLarge},
+		{"protobuf body", "POST", scoped("amber", "root", exportsPath), "application/vnd.kubernetes.protobuf", "k8s\x00garbage\xff", 415, metav1.StatusReasonUnsupportedMediaType},
 		{"delete a bootstrapped CRD", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/apiexports.apis.kcp.io", "", "", 403, metav1.StatusReasonForbidden},
 		{"deletecollection of CRDs", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "", "", 405, metav1.StatusReasonMethodNotAllowed},
 	}

@@ -72,11 +72,7 @@ func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dy
 		_, err := crds.Update(ctx, updated, metav1.UpdateOptions{})
 		return false, err
 	case !isEstablished(got):
-		return false, nil
-	case time.Since(establishedAt(got)) < crdCreateGracePeriod:
-		// apiextensions delays every create of a type established less
-		// than 2s ago (customresource_handler.go, for HA peers). Stay
-		// not-ready through it, so that the first pushes are not stalled.
+		// Discovery and OpenAPI list only Established CRDs.
 		return false, nil
 	}
 	// Established is not enough: the first lists after it get 429 while the
@@ -86,19 +82,6 @@ func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dy
 		return false, fmt.Errorf("watch cache of %s not ready yet: %w", gvr.GroupResource(), err)
 	}
 	return true, nil
-}
-
-// crdCreateGracePeriod is how long after Established apiextensions-apiserver
-// stalls creates of a new type.
-const crdCreateGracePeriod = 2 * time.Second
-
-func establishedAt(crd *apiextensionsv1.CustomResourceDefinition) time.Time {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established {
-			return c.LastTransitionTime.Time
-		}
-	}
-	return time.Time{}
 }
 
 func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {

@@ -25,8 +25,10 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
@@ -82,6 +84,8 @@ type CompletedConfig struct {
 type completedConfig struct {
 	Apiextensions apiextensionsapiserver.CompletedConfig
 	Extra         *ExtraConfig
+	// plane serves every declared type; the handler chain routes to it.
+	plane *dataplane.Registry
 }
 
 // NewConfig turns completed options into the configuration of a standalone
@@ -207,9 +211,17 @@ func (c *Config) Complete() CompletedConfig {
 	for _, crd := range c.Extra.BootstrapCRDs {
 		guard.ProtectedCRDs.Insert(crd.Name)
 	}
+	guard.MaxRequestBodyBytes = maxObjectRequestBytes(generic.MaxRequestBodyBytes)
+	plane := dataplane.NewRegistry(dataplane.Config{
+		RESTOptionsGetter:   generic.RESTOptionsGetter,
+		Authorizer:          generic.Authorization.Authorizer,
+		Admission:           generic.AdmissionControl,
+		MaxRequestBodyBytes: guard.MaxRequestBodyBytes,
+		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
+	})
 	scoper := c.Extra.PathScoper
 	generic.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
-		h := filters.WithRequestGuard(apiHandler, guard)
+		h := filters.WithRequestGuard(plane.Handler(apiHandler), guard)
 		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
 		return filters.WithPartition(h, apiextensionsapiserver.Codecs, scoper)
 	}
@@ -225,7 +237,15 @@ func (c *Config) Complete() CompletedConfig {
 	return CompletedConfig{&completedConfig{
 		Apiextensions: apiextensions,
 		Extra:         &c.Extra,
+		plane:         plane,
 	}}
+}
+
+// maxObjectRequestBytes bounds write bodies by what etcd can store, so that
+// an object between etcd's limit and the server's request limit is refused
+// with 413 before anything is decoded, not with an internal error from etcd.
+func maxObjectRequestBytes(serverLimit int64) int64 {
+	return min(serverLimit, int64(opaque.DefaultMaxObjectBytes))
 }
 
 // listenAddress returns host:port clients on this machine reach the server at.

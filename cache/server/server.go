@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 )
 
@@ -20,6 +21,7 @@ type Server struct {
 
 	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
 	etcd          *embeddedetcd.Server
+	plane         *dataplane.Registry
 	adminConfig   *rest.Config
 }
 
@@ -47,6 +49,9 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	crdInformer := s.apiextensions.Informers.Apiextensions().V1().CustomResourceDefinitions()
 	groups := &crdGroupLister{lister: crdInformer.Lister(), manager: s.GenericAPIServer.DiscoveryGroupManager, groups: sets.New[string]()}
 	if err := groups.start(ctx, crdInformer.Informer()); err != nil {
+		return nil, err
+	}
+	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), c.Extra.BootstrapCRDs); err != nil {
 		return nil, err
 	}
 

@@ -29,13 +29,21 @@ type Server struct {
 	port       int
 	etcdPrefix string
 
+	// configure changes the server's configuration at every start.
+	configure []Option
+
 	cancel context.CancelFunc
 	done   chan error
 	config *rest.Config
+	server *server.Server
 }
 
+// Option changes a server's configuration before it is completed, such as
+// its bootstrapped types.
+type Option func(*server.Config)
+
 // StartServer starts etcd and a cache server and waits until /readyz is OK.
-func StartServer(t testing.TB) *Server {
+func StartServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	etcd, err := embeddedetcd.Start(ctx, embeddedetcd.Config{Directory: t.TempDir(), UnsafeNoFsync: true})
@@ -49,7 +57,7 @@ func StartServer(t testing.TB) *Server {
 	}
 	t.Cleanup(func() { _ = client.Close() })
 
-	s := &Server{etcd: etcd, etcdClient: client, rootDir: t.TempDir(), etcdPrefix: options.DefaultEtcdPrefix}
+	s := &Server{etcd: etcd, etcdClient: client, rootDir: t.TempDir(), etcdPrefix: options.DefaultEtcdPrefix, configure: opts}
 	s.start(t)
 	return s
 }
@@ -80,6 +88,9 @@ func (s *Server) start(t testing.TB) {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	for _, configure := range s.configure {
+		configure(cfg)
+	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
 	srv, err := cfg.Complete().New(ctx)
 	if err != nil {
@@ -89,6 +100,7 @@ func (s *Server) start(t testing.TB) {
 	s.cancel = cancel
 	s.done = make(chan error, 1)
 	s.config = srv.AdminConfig()
+	s.server = srv
 	go func() { s.done <- srv.PrepareRun().Run(ctx) }()
 	t.Cleanup(s.stop)
 	if err := s.waitReady(); err != nil {
@@ -133,12 +145,19 @@ func (s *Server) stop() {
 }
 
 // Restart stops the server and starts a new one on the same etcd, root
-// directory and address; configs returned earlier stay valid.
-func (s *Server) Restart(t testing.TB) {
+// directory and address; configs returned earlier stay valid. Options
+// given here replace the ones the server was started with.
+func (s *Server) Restart(t testing.TB, opts ...Option) {
 	t.Helper()
+	if len(opts) > 0 {
+		s.configure = opts
+	}
 	s.stop()
 	s.start(t)
 }
+
+// Server returns the running server.
+func (s *Server) Server() *server.Server { return s.server }
 
 // Config returns an admin client configuration for the server root.
 func (s *Server) Config() *rest.Config { return rest.CopyConfig(s.config) }

@@ -1,0 +1,312 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+)
+
+// createCRD creates crd through the unprefixed path and waits until amber/root
+// serves its first version.
+func createCRD(t *testing.T, srv *cachetest.Server, crd *apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx := testContext(t)
+	client, err := apiextensionsclient.NewForConfig(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating CRD: %v", err)
+	}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
+	eventually(t, func() error {
+		_, err := dyn(t, srv, "amber", "root").Resource(gvr).List(ctx, metav1.ListOptions{})
+		return err
+	})
+}
+
+func TestPathSegmentNamesWhereTheTypeSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	roles := server.SchemalessCRD(server.CRDNames{Group: "rbac.example.dev", Version: "v1", Resource: "clusterroles", Kind: "ClusterRole"})
+	roles.Annotations = map[string]string{dataplane.ValidateNameAnnotation: string(dataplane.PathSegmentNames)}
+	createCRD(t, srv, roles)
+	rolesGVR := schema.GroupVersionResource{Group: "rbac.example.dev", Version: "v1", Resource: "clusterroles"}
+	c := dyn(t, srv, "amber", "root")
+
+	name := "system:kcp:apiexport:tenancy:bind"
+	created, err := c.Resource(rolesGVR).Create(ctx, newObject(rolesGVR, "ClusterRole", "", name, nil), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("creating %q: %v", name, err)
+	}
+	got, err := c.Resource(rolesGVR).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || got.GetUID() != created.GetUID() {
+		t.Fatalf("reading %q back: %v", name, err)
+	}
+	if err := c.Resource(rolesGVR).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting %q: %v", name, err)
+	}
+
+	// Path-segment names still refuse what cannot be a path segment.
+	for _, bad := range []string{"..", "a%b"} {
+		_, err := c.Resource(rolesGVR).Create(ctx, newObject(rolesGVR, "ClusterRole", "", bad, nil), metav1.CreateOptions{})
+		if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+			t.Errorf("creating %q: got %v, want a 400 or 422", bad, err)
+		}
+	}
+	// Types without the annotation keep DNS-1123 names.
+	_, err = c.Resource(apiExports).Create(ctx, apiExport(name, nil), metav1.CreateOptions{})
+	if !apierrors.IsInvalid(err) {
+		t.Errorf("creating APIExport %q: got %v, want 422", name, err)
+	}
+}
+
+// twoVersionCRD is a type served as v1 and v2 without conversion.
+func twoVersionCRD() *apiextensionsv1.CustomResourceDefinition {
+	crd := server.SchemalessCRD(server.CRDNames{Group: "multi.example.dev", Version: "v1", Resource: "gizmos", Kind: "Gizmo"})
+	v2 := *crd.Spec.Versions[0].DeepCopy()
+	v2.Name, v2.Storage = "v2", false
+	crd.Spec.Versions = append(crd.Spec.Versions, v2)
+	return crd
+}
+
+func TestEveryVersionServesTheSameObjects(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	createCRD(t, srv, twoVersionCRD())
+	v1 := schema.GroupVersionResource{Group: "multi.example.dev", Version: "v1", Resource: "gizmos"}
+	v2 := v1
+	v2.Version = "v2"
+	c := dyn(t, srv, "amber", "root")
+
+	w, err := c.Resource(v2).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	if _, err := c.Resource(v1).Create(ctx, newObject(v1, "Gizmo", "", "g", map[string]interface{}{"size": int64(1)}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Resource(v2).Get(ctx, "g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading a v1 object as v2: %v", err)
+	}
+	if got.GetAPIVersion() != "multi.example.dev/v2" || got.Object["spec"].(map[string]interface{})["size"] != int64(1) {
+		t.Errorf("read as v2: %v", got.Object)
+	}
+
+	// An update through v2 is what v1 reads.
+	got.Object["spec"] = map[string]interface{}{"size": int64(2)}
+	if _, err := c.Resource(v2).Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("updating through v2: %v", err)
+	}
+	back, err := c.Resource(v1).Get(ctx, "g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.GetAPIVersion() != "multi.example.dev/v1" || back.Object["spec"].(map[string]interface{})["size"] != int64(2) {
+		t.Errorf("read back as v1: %v", back.Object)
+	}
+
+	for _, gvr := range []schema.GroupVersionResource{v1, v2} {
+		list, err := c.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list.Items) != 1 || list.Items[0].GetAPIVersion() != gvr.GroupVersion().String() || list.GetAPIVersion() != gvr.GroupVersion().String() {
+			t.Errorf("list as %s: %s %v", gvr.Version, list.GetAPIVersion(), list.Items)
+		}
+	}
+
+	// The v2 watch saw both writes as v2.
+	for _, want := range []watch.EventType{watch.Added, watch.Modified} {
+		select {
+		case ev := <-w.ResultChan():
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if ev.Type != want || !ok || u.GetAPIVersion() != "multi.example.dev/v2" {
+				t.Fatalf("watch event %s %v, want %s as v2", ev.Type, ev.Object, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("no %s event", want)
+		}
+	}
+}
+
+func TestRestartWithAnAddedVersion(t *testing.T) {
+	t.Parallel()
+	oneVersion := func(cfg *server.Config) {
+		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{
+			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"}),
+		}
+	}
+	srv := cachetest.StartServer(t, oneVersion)
+	ctx := testContext(t)
+	if _, err := dyn(t, srv, "amber", "root").Resource(apiExports).Create(ctx, apiExport("old", map[string]interface{}{"a": "b"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// As kcp's APIExports gained v1alpha2, which became the storage version.
+	srv.Restart(t, func(cfg *server.Config) {
+		crd := server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"})
+		v2 := *crd.Spec.Versions[0].DeepCopy()
+		v2.Name = "v1alpha2"
+		crd.Spec.Versions[0].Storage = false
+		crd.Spec.Versions = append(crd.Spec.Versions, v2)
+		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{crd}
+	})
+	for _, version := range []string{"v1alpha1", "v1alpha2"} {
+		gvr := apiExports
+		gvr.Version = version
+		got, err := dyn(t, srv, "amber", "root").Resource(gvr).Get(ctx, "old", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("reading the old object as %s: %v", version, err)
+		}
+		if got.GetAPIVersion() != "apis.kcp.io/"+version || got.Object["spec"].(map[string]interface{})["a"] != "b" {
+			t.Errorf("as %s: %v", version, got.Object)
+		}
+	}
+}
+
+// TestExistingObjectsAreNeverReportedAbsentDuringAStart polls an existing
+// object through a restart: each answer is the object, a refused
+// connection, or a retryable 429/503, and never a 404.
+func TestExistingObjectsAreNeverReportedAbsentDuringAStart(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	if _, err := dyn(t, srv, "amber", "root").Resource(apiExports).Create(ctx, apiExport("present", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := srv.ScopedConfig("amber", "root")
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := cfg.Host + "/apis/apis.kcp.io/v1alpha1/apiexports/present"
+
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for pollCtx.Err() == nil {
+			req, _ := http.NewRequestWithContext(pollCtx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
+			resp, err := client.Do(req)
+			if err != nil {
+				continue // not listening yet
+			}
+			resp.Body.Close()
+			mu.Lock()
+			codes[resp.StatusCode]++
+			mu.Unlock()
+		}
+	}()
+	srv.Restart(t)
+	// A few more answers from the ready server.
+	eventually(t, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if codes[http.StatusOK] < 5 {
+			return errorf("%d answers of 200 so far", codes[http.StatusOK])
+		}
+		return nil
+	})
+	stopPolling()
+	wg.Wait()
+	t.Logf("answers by status: %v", codes)
+	for code, n := range codes {
+		if code != http.StatusOK && code != http.StatusTooManyRequests && code != http.StatusServiceUnavailable {
+			t.Errorf("%d answers with status %d", n, code)
+		}
+	}
+}
+
+func TestATypeRegisteredWithoutACRD(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	gadgets := schema.GroupVersionResource{Group: "gadgets.example.dev", Version: "v1", Resource: "gadgets"}
+	c := dyn(t, srv, "amber", "root").Resource(gadgets).Namespace("ns")
+	if _, err := c.List(ctx, metav1.ListOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("before registering: got %v, want 404", err)
+	}
+	err := srv.Server().Types().Register(ctx, dataplane.Resource{
+		Group: "gadgets.example.dev", Resource: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList",
+		Namespaced: true, Versions: []string{"v1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() error {
+		_, err := c.Create(ctx, newObject(gadgets, "Gadget", "ns", "g1", map[string]interface{}{"x": "y"}), metav1.CreateOptions{})
+		return err
+	})
+	list, err := dyn(t, srv, "*", "*").Resource(gadgets).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || partitionOf(list.Items[0]) != "amber/root/ns/g1" {
+		t.Fatalf("listing */*: %v %v", err, list)
+	}
+
+	srv.Server().Types().Unregister(ctx, gadgets.GroupResource())
+	if _, err := c.Get(ctx, "g1", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after unregistering: got %v, want 404", err)
+	}
+}
+
+func TestServerSideApplyAndDryRun(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	c := dyn(t, srv, "amber", "root").Resource(apiExports)
+
+	applied, err := c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v1"}), metav1.ApplyOptions{FieldManager: "test"})
+	if err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	applied, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test"})
+	if err != nil || applied.Object["spec"].(map[string]interface{})["k"] != "v2" {
+		t.Fatalf("second apply: %v %v", err, applied)
+	}
+
+	before := etcdState(t, srv)
+	if _, err := c.Create(ctx, apiExport("dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("dry-run create: %v", err)
+	}
+	if _, err := c.Patch(ctx, "applied", types.MergePatchType, []byte(`{"spec":{"k":"v3"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("dry-run patch: %v", err)
+	}
+	if after := etcdState(t, srv); len(after) != len(before) {
+		t.Errorf("dry run changed etcd: %d keys before, %d after", len(before), len(after))
+	} else {
+		for k, rev := range before {
+			if after[k] != rev {
+				t.Errorf("dry run changed %s", k)
+			}
+		}
+	}
+	got, err := c.Get(ctx, "applied", metav1.GetOptions{})
+	if err != nil || got.Object["spec"].(map[string]interface{})["k"] != "v2" || strings.Contains(got.GetName(), "dry") {
+		t.Errorf("after dry runs: %v %v", err, got)
+	}
+}

@@ -1,0 +1,42 @@
+package server
+
+import (
+	"context"
+	"net/http"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+)
+
+// TypesReadyCheckName is the readyz check that passes once every
+// bootstrapped type's storage serves from a warm watch cache.
+const TypesReadyCheckName = "kcp-cache-types"
+
+// servePlane declares what the data plane serves: the bootstrapped types
+// from the first moment, whatever their CRDs' state, and every other
+// Established CRD as the informer sees it.
+func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds cache.SharedIndexInformer, bootstrap []*apiextensionsv1.CustomResourceDefinition) error {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
+	for _, crd := range bootstrap {
+		if err := plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
+			plane.Destroy()
+			return err
+		}
+	}
+	s.plane = plane
+	s.GenericAPIServer.RegisterDestroyFunc(plane.Destroy)
+	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
+		return plane.ReadinessCheck()
+	})); err != nil {
+		return err
+	}
+	return plane.WatchCRDs(ctx, crds)
+}
+
+// Types is the set of types the server serves; more can be registered at run
+// time, with or without a CRD.
+func (s *Server) Types() *dataplane.Registry { return s.plane }
