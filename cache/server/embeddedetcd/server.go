@@ -55,6 +55,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ec.QuotaBackendBytes = DefaultQuotaBackendBytes
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	// etcd keeps every raft entry since its last snapshot in memory, plus
+	// a tail for followers to catch up from: 15,000 entries by default, a
+	// copy of each of the last 15,000 writes (about 1.3 KB each for a kcp
+	// object). A single member has no followers, so it snapshots more often
+	// and keeps a short tail; the entries are in the WAL on disk regardless.
+	ec.SnapshotCount = snapshotCount
+	ec.SnapshotCatchUpEntries = snapshotCatchUpEntries
 	// etcd logs through zap; keep it to warnings so that the cache's own
 	// structured log stays readable.
 	ec.LogLevel = "warn"
@@ -131,6 +138,13 @@ func portOrFree(port int) (int, error) {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// snapshotCount and snapshotCatchUpEntries bound the in-memory raft log of
+// the single-member embedded etcd to about 3,000 entries.
+const (
+	snapshotCount          = 2500
+	snapshotCatchUpEntries = 500
+)
 
 func orDefault(d, def time.Duration) time.Duration {
 	if d == 0 {
