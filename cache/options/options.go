@@ -34,6 +34,11 @@ type Options struct {
 	SecureServing *genericoptions.SecureServingOptionsWithLoopback
 	Etcd          *genericoptions.EtcdOptions
 	EmbeddedEtcd  *EmbeddedEtcdOptions
+
+	// FeatureGates are upstream feature gates to set, over the cache
+	// server's defaults (see defaultFeatureGates). Complete applies them to
+	// the process: the options of a standalone server own its process.
+	FeatureGates map[string]bool
 }
 
 // CompletedOptions are options with defaults filled in; only Complete makes them.
@@ -75,6 +80,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
 	o.Etcd.AddFlags(fss.FlagSet("Etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
+	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
+		"Upstream feature gates to set, as key=value pairs. The cache server turns ListFromCacheSnapshot off by default (it keeps watch cache snapshots nobody reads from a cache).")
 }
 
 // Complete fills in defaults that depend on other options.
@@ -87,6 +94,9 @@ func (o *Options) Complete() (CompletedOptions, error) {
 		return CompletedOptions{}, fmt.Errorf("resolving --root-directory: %w", err)
 	}
 	o.RootDirectory = root
+	if err := o.applyFeatureGates(); err != nil {
+		return CompletedOptions{}, err
+	}
 	if o.SecureServing.ServerCert.CertDirectory == "" {
 		o.SecureServing.ServerCert.CertDirectory = root
 	}
