@@ -121,8 +121,12 @@ func (b *bench) runPhases(ctx context.Context) error {
 		{"scoped", b.scopedLists},
 		{"watch", b.watchFanOut},
 		{"create", b.createThroughput},
+		{"churn", b.churn},
 	}
 	for _, s := range steps {
+		if s.name == "churn" && b.cfg.churnObjects == 0 {
+			continue
+		}
 		fn := s.fn
 		if err := profilePhase(b.cfg, b.profile, s.name, func() error { return b.phase(ctx, s.name, fn) }); err != nil {
 			return err

@@ -52,11 +52,13 @@ type config struct {
 	blockProfile    string
 	mutexProfile    string
 	phaseTimeout    time.Duration
+	churnObjects    int
+	churnIdle       time.Duration
 	seed            int64
 	serverLogs      bool
 }
 
-var phases = []string{"load", "get", "scoped", "watch", "create"}
+var phases = []string{"load", "get", "scoped", "watch", "create", "churn"}
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -80,7 +82,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file after loading the data set")
 	fs.StringVar(&c.blockProfile, "blockprofile", "", "write a goroutine blocking profile of -profile-phase to this file")
 	fs.StringVar(&c.mutexProfile, "mutexprofile", "", "write a mutex contention profile of -profile-phase to this file")
-	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 5*time.Minute, "upper bound on each phase")
+	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 10*time.Minute, "upper bound on each phase")
+	fs.IntVar(&c.churnObjects, "churn-objects", 50000, "objects created and deleted again in the churn phase (0 skips it)")
+	fs.DurationVar(&c.churnIdle, "churn-idle", 2*time.Minute, "how long the churn phase idles after deleting before measuring memory")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the random GET order")
 	fs.BoolVar(&c.serverLogs, "server-logs", false, "show the server's info logs on stderr (default: errors only)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
@@ -96,11 +100,13 @@ func parseFlags(args []string) (config, error) {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		quick := map[string]func(){
-			"objects":   func() { c.objects = 2000 },
-			"creates":   func() { c.creates = 200 },
-			"gets":      func() { c.gets = 200 },
-			"list-reps": func() { c.listReps = 5 },
-			"duration":  func() { c.duration = 2 * time.Second },
+			"objects":       func() { c.objects = 2000 },
+			"creates":       func() { c.creates = 200 },
+			"gets":          func() { c.gets = 200 },
+			"list-reps":     func() { c.listReps = 5 },
+			"duration":      func() { c.duration = 2 * time.Second },
+			"churn-objects": func() { c.churnObjects = 5000 },
+			"churn-idle":    func() { c.churnIdle = 10 * time.Second },
 		}
 		for name, apply := range quick {
 			if !set[name] {
