@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -308,5 +309,58 @@ func TestServerSideApplyAndDryRun(t *testing.T) {
 	got, err := c.Get(ctx, "applied", metav1.GetOptions{})
 	if err != nil || got.Object["spec"].(map[string]interface{})["k"] != "v2" || strings.Contains(got.GetName(), "dry") {
 		t.Errorf("after dry runs: %v %v", err, got)
+	}
+}
+
+func TestRestartThatRemovesAStoredVersionIsRefused(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	if _, err := dyn(t, srv, "amber", "root").Resource(apiExports).Create(ctx, apiExport("kept", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := etcdState(t, srv)
+
+	// v1alpha1 was the storage version; a declaration with v1alpha2 alone
+	// would orphan it.
+	srv.RestartUnready(t, func(cfg *server.Config) {
+		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{
+			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports", Kind: "APIExport"}),
+			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas", Kind: "APIResourceSchema"}),
+		}
+	})
+	client, err := rest.HTTPClientFor(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body string
+	eventually(t, func() error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.Config().Host+"/readyz/"+server.TypesReadyCheckName, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		body = string(b)
+		if resp.StatusCode == http.StatusOK || !strings.Contains(body, "removes version(s) v1alpha1") {
+			return errorf("readyz/%s: %d %s", server.TypesReadyCheckName, resp.StatusCode, body)
+		}
+		return nil
+	})
+	t.Logf("refusal: %s", body)
+
+	// Nothing changed in etcd (the CRD kept v1alpha1), and the object is
+	// still served.
+	after := etcdState(t, srv)
+	for k, rev := range before {
+		if after[k] != rev {
+			t.Errorf("%s changed (revision %d → %d)", k, rev, after[k])
+		}
+	}
+	v2 := apiExports
+	v2.Version = "v1alpha2"
+	if _, err := dyn(t, srv, "amber", "root").Resource(v2).Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+		t.Errorf("reading the stored object: %v", err)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -13,15 +12,16 @@ import (
 )
 
 // TypesReadyCheckName is the readyz check that passes once every
-// bootstrapped type's storage serves from a warm watch cache.
+// bootstrapped type's storage serves from a warm watch cache, and fails for
+// as long as a bootstrapped declaration conflicts with stored data.
 const TypesReadyCheckName = "kcp-cache-types"
 
 // servePlane declares what the data plane serves: the bootstrapped types
 // from the first moment, whatever their CRDs' state, and every other
 // Established CRD as the informer sees it.
-func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds cache.SharedIndexInformer, bootstrap []*apiextensionsv1.CustomResourceDefinition) error {
+func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds cache.SharedIndexInformer, boot *bootstrapper) error {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
-	for _, crd := range bootstrap {
+	for _, crd := range boot.crds {
 		if err := plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
 			plane.Destroy()
 			return err
@@ -30,6 +30,9 @@ func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds
 	s.plane = plane
 	s.GenericAPIServer.RegisterDestroyFunc(plane.Destroy)
 	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
+		if err := boot.check(); err != nil {
+			return err
+		}
 		return plane.ReadinessCheck()
 	})); err != nil {
 		return err

@@ -51,14 +51,13 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := groups.start(ctx, crdInformer.Informer()); err != nil {
 		return nil, err
 	}
-	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), c.Extra.BootstrapCRDs); err != nil {
+	boot := &bootstrapper{crds: c.Extra.BootstrapCRDs}
+	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), boot); err != nil {
 		return nil, err
 	}
-
 	loopback := s.GenericAPIServer.LoopbackClientConfig
-	crds := c.Extra.BootstrapCRDs
 	if err := s.GenericAPIServer.AddPostStartHook(BootstrapHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		return bootstrapCRDs(klog.NewContext(hookCtx, logger), loopback, crds)
+		return boot.run(klog.NewContext(hookCtx, logger), loopback)
 	}); err != nil {
 		return nil, err
 	}

@@ -64,6 +64,15 @@ func StartServer(t testing.TB, opts ...Option) *Server {
 
 func (s *Server) start(t testing.TB) {
 	t.Helper()
+	s.startNoWait(t)
+	if err := s.waitReady(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startNoWait starts the server and returns without waiting for /readyz.
+func (s *Server) startNoWait(t testing.TB) {
+	t.Helper()
 	opts := options.NewOptions()
 	opts.RootDirectory = s.rootDir
 	opts.Etcd.StorageConfig.Transport.ServerList = []string{s.etcd.ClientURL()}
@@ -103,9 +112,6 @@ func (s *Server) start(t testing.TB) {
 	s.server = srv
 	go func() { s.done <- srv.PrepareRun().Run(ctx) }()
 	t.Cleanup(s.stop)
-	if err := s.waitReady(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // waitReady waits for /readyz, or fails early if the server stops.
@@ -154,6 +160,20 @@ func (s *Server) Restart(t testing.TB, opts ...Option) {
 	}
 	s.stop()
 	s.start(t)
+}
+
+// RestartUnready is Restart without waiting for /readyz, for tests of a
+// server that must not become ready; it waits for /healthz instead.
+func (s *Server) RestartUnready(t testing.TB, opts ...Option) {
+	t.Helper()
+	if len(opts) > 0 {
+		s.configure = opts
+	}
+	s.stop()
+	s.startNoWait(t)
+	if err := server.WaitForPath(context.Background(), s.config, "/healthz", readyTimeout); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Server returns the running server.
