@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
 // BootstrapHookName is the post-start hook that installs the bootstrapped
@@ -139,7 +140,7 @@ func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dy
 		updated.Spec.Names, updated.Spec.Versions, updated.Spec.Scope = want.Spec.Names, want.Spec.Versions, want.Spec.Scope
 		_, err := crds.Update(ctx, updated, metav1.UpdateOptions{})
 		return false, err
-	case !isEstablished(got):
+	case !dataplane.IsEstablished(got):
 		// Discovery and OpenAPI list only Established CRDs.
 		return false, nil
 	}
@@ -150,15 +151,6 @@ func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dy
 		return false, fmt.Errorf("watch cache of %s not ready yet: %w", gvr.GroupResource(), err)
 	}
 	return true, nil
-}
-
-func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established {
-			return c.Status == apiextensionsv1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // newCRDInUseChecker answers whether any partition holds objects of a CRD,

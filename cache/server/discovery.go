@@ -12,6 +12,8 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/discovery"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
 // crdGroupLister keeps the unaggregated /apis list in step with the CRDs.
@@ -35,7 +37,7 @@ func (l *crdGroupLister) sync(ctx context.Context) {
 	}
 	versions := map[string]sets.Set[string]{}
 	for _, crd := range crds {
-		if !isEstablished(crd) {
+		if !dataplane.IsEstablished(crd) {
 			continue
 		}
 		for _, v := range crd.Spec.Versions {

@@ -22,7 +22,7 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 			return
 		}
 		res := ResourceFromCRD(crd)
-		if !isEstablished(crd) || crd.DeletionTimestamp != nil {
+		if !IsEstablished(crd) || crd.DeletionTimestamp != nil {
 			r.Unregister(ctx, res.GroupResource())
 			return
 		}
@@ -57,7 +57,8 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 	return nil
 }
 
-func isEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
+// IsEstablished reports whether crd's Established condition is true.
+func IsEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, c := range crd.Status.Conditions {
 		if c.Type == apiextensionsv1.Established {
 			return c.Status == apiextensionsv1.ConditionTrue
