@@ -39,6 +39,14 @@ func (b *bench) churn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sites := topGrowth(peak.BySite, after.BySite, 8)
+	for i := range sites {
+		sites[i].Bytes /= float64(n)
+	}
+	if b.rep.Memory == nil {
+		b.rep.Memory = map[string]interface{}{}
+	}
+	b.rep.Memory["churn_growth_sites_per_object"] = sites
 	meaning := fmt.Sprintf("after creating %d objects, deleting them all (%s) and idling %s ÷ with the %d objects present; 1.0 or less means memory is given back", n, deleted.Round(time.Millisecond), b.cfg.churnIdle, n)
 	b.rep.add(&row{
 		ID: "8a", Metric: fmt.Sprintf("heap after deleting %d objects and idling", n),

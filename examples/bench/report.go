@@ -154,6 +154,12 @@ func (r *report) writeTable(w io.Writer) error {
 				fmt.Fprintf(w, "  %8.0f B/object  %s\n", o.Bytes, o.Site)
 			}
 		}
+		if sites, ok := r.Memory["churn_growth_sites_per_object"].([]siteDelta); ok {
+			fmt.Fprintln(w, "heap growth from the churn peak to after deleting and idling, by allocation site:")
+			for _, o := range sites {
+				fmt.Fprintf(w, "  %8.0f B/object  %s\n", o.Bytes, o.Site)
+			}
+		}
 	}
 	if len(r.Notes) > 0 {
 		fmt.Fprintln(w)

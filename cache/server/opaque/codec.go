@@ -29,7 +29,7 @@ func (c Codec) Encode(obj runtime.Object, w io.Writer) error {
 	if !ok {
 		return fmt.Errorf("opaque storage codec cannot encode %T", obj)
 	}
-	b, err := appendStored(make([]byte, 0, len(o.body)+512), o)
+	b, err := appendStored(make([]byte, 0, len(o.dataString())+512), o)
 	if err != nil {
 		return err
 	}

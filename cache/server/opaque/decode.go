@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"unique"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/kcp-cache/kcp-cache/cache"
 )
 
-// decodeStored fills o from bytes read from storage. It keeps the metadata
-// bytes (storage never holds a resourceVersion) and the body in one
-// allocation of their exact size, so that a cached object costs little more
-// than its stored size, and does not alias data.
+// decodeStored fills o from bytes read from storage, as a partial object:
+// the watch cache holds it for as long as it is current, and often twice
+// (the object, and its delete event), so it keeps the interned stored bytes
+// and only the metadata fields read on every object.
 func decodeStored(data []byte, o *Object) error {
 	p, err := split(data)
 	if err != nil {
@@ -24,23 +28,54 @@ func decodeStored(data []byte, o *Object) error {
 			return err
 		}
 	}
-	buf := make([]byte, len(p.meta)+len(p.body))
-	n := copy(buf, p.meta)
-	copy(buf[n:], p.body)
 	*o = Object{
-		TypeMeta:   metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
-		ObjectMeta: m,
-		body:       buf[n:],
+		TypeMeta: metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              m.Name,
+			Namespace:         m.Namespace,
+			UID:               m.UID,
+			ResourceVersion:   m.ResourceVersion,
+			Generation:        m.Generation,
+			CreationTimestamp: m.CreationTimestamp,
+			DeletionTimestamp: m.DeletionTimestamp,
+			Labels:            m.Labels,
+		},
+		data:    intern(p.meta, p.body),
+		metaEnd: len(p.meta),
 	}
+	// Storage never holds a resourceVersion; bytes that do (written by
+	// something else) are not reused as the metadata.
 	if p.meta != nil && m.ResourceVersion == "" {
-		o.rawMeta = buf[:n:n]
+		o.rawMetaValid, o.partial = true, true
+		o.shard = internString(m.Annotations[cache.AnnotationShard])
+		o.cluster = internString(m.Annotations[cache.AnnotationCluster])
+	} else {
+		o.ObjectMeta = m
 	}
 	return nil
 }
 
+// intern returns the handle of meta followed by body, shared with every
+// other object holding the same bytes.
+func intern(meta, body []byte) unique.Handle[string] {
+	buf := make([]byte, len(meta)+len(body))
+	n := copy(buf, meta)
+	copy(buf[n:], body)
+	// unique.Make copies a string it has not seen; buf is never changed.
+	return unique.Make(unsafe.String(unsafe.SliceData(buf), len(buf)))
+}
+
+// internString shares the bytes of the many equal shard and cluster names.
+func internString(s string) string {
+	if s == "" {
+		return ""
+	}
+	return unique.Make(s).Value()
+}
+
 // decodeRequest fills o from an untrusted request body: it validates and
-// compacts the JSON, and parses the metadata. The body is re-encoded before
-// it is stored, so no metadata bytes are kept.
+// compacts the JSON, and parses the metadata in full. The metadata is
+// encoded again before it is stored, so its bytes are not kept as such.
 func decodeRequest(data []byte, o *Object) error {
 	var compact bytes.Buffer
 	compact.Grow(len(data))
@@ -60,7 +95,7 @@ func decodeRequest(data []byte, o *Object) error {
 	*o = Object{
 		TypeMeta:   metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
 		ObjectMeta: m,
-		body:       p.body,
+		data:       intern(nil, p.body),
 	}
 	return nil
 }

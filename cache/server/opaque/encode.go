@@ -20,16 +20,16 @@ func appendObject(b []byte, o *Object, apiVersion, kind string) ([]byte, error) 
 	if b, err = appendMeta(b, o); err != nil {
 		return nil, err
 	}
-	if len(o.body) > 0 {
+	if body := o.Body(); body != "" {
 		b = append(b, ',')
-		b = append(b, o.body...)
+		b = append(b, body...)
 	}
 	return append(b, '}'), nil
 }
 
 func appendMeta(b []byte, o *Object) ([]byte, error) {
-	raw := o.rawMeta
-	if raw == nil {
+	raw := o.rawMeta()
+	if raw == "" {
 		m, err := json.Marshal(&o.ObjectMeta)
 		if err != nil {
 			return nil, err
@@ -48,24 +48,28 @@ func appendMeta(b []byte, o *Object) ([]byte, error) {
 }
 
 // appendStored appends o as storage holds it: as sent, without
-// resourceVersion (etcd's revision is the resourceVersion), metadata always
-// encoded from the parsed fields.
+// resourceVersion (etcd's revision is the resourceVersion). Metadata that
+// changed since it was read is encoded from the parsed fields.
 func appendStored(b []byte, o *Object) ([]byte, error) {
-	m := o.ObjectMeta
-	m.ResourceVersion = ""
-	meta, err := json.Marshal(&m)
-	if err != nil {
-		return nil, err
-	}
 	b = append(b, `{"apiVersion":`...)
 	b = appendString(b, o.APIVersion)
 	b = append(b, `,"kind":`...)
 	b = appendString(b, o.Kind)
 	b = append(b, `,"metadata":`...)
-	b = append(b, meta...)
-	if len(o.body) > 0 {
+	if raw := o.rawMeta(); raw != "" {
+		b = append(b, raw...)
+	} else {
+		m := o.ObjectMeta
+		m.ResourceVersion = ""
+		meta, err := json.Marshal(&m)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, meta...)
+	}
+	if body := o.Body(); body != "" {
 		b = append(b, ',')
-		b = append(b, o.body...)
+		b = append(b, body...)
 	}
 	return append(b, '}'), nil
 }

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,7 +54,7 @@ func sameJSON(t *testing.T, got, want string) {
 
 func TestStoredObjectIsServedUnderTheRequestedVersion(t *testing.T) {
 	o := decodeStoredT(t, stored)
-	if o.Name != "w" || o.UID != "u-1" || o.Annotations["a"] != "b" || o.APIVersion != "example.io/v1" {
+	if o.Name != "w" || o.UID != "u-1" || o.GetAnnotations()["a"] != "b" || o.APIVersion != "example.io/v1" {
 		t.Fatalf("metadata not parsed: %+v", o.ObjectMeta)
 	}
 	o.SetResourceVersion("42")
@@ -68,7 +69,7 @@ func TestMetadataSetterIsReflectedInTheEncoding(t *testing.T) {
 	sameJSON(t, encodeAs(t, c, schema.GroupVersion{Group: "example.io", Version: "v1"}),
 		`{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","uid":"u-1","labels":{"l":"v"},"annotations":{"a":"b"}},"spec":{"x":[1,{"y":"}"}]},"status":{"z":"\"q"}}`)
 	// The original keeps its own metadata.
-	if o.Labels != nil || !strings.Contains(encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}), `"annotations":{"a":"b"}}`) {
+	if o.GetLabels() != nil || !strings.Contains(encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}), `"annotations":{"a":"b"}}`) {
 		t.Errorf("changing a copy changed the original")
 	}
 	// Through meta.Accessor-style access too.
@@ -138,7 +139,7 @@ func TestRequestDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obj.(*Object)
-	if *gvk != *defaults || o.Name != "n" || o.ResourceVersion != "9" || string(o.Body()) != `"spec":{"k":"v"}` {
+	if *gvk != *defaults || o.Name != "n" || o.ResourceVersion != "9" || o.Body() != `"spec":{"k":"v"}` {
 		t.Errorf("decoded %v %+v body %s", gvk, o.ObjectMeta, o.Body())
 	}
 
@@ -160,7 +161,7 @@ func TestRequestDecoding(t *testing.T) {
 
 func TestCodecRefusesObjectsOverTheLimit(t *testing.T) {
 	o := decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"}}`)
-	o.SetBody([]byte(`"spec":"` + strings.Repeat("x", 200) + `"`))
+	o.SetBody(`"spec":"` + strings.Repeat("x", 200) + `"`)
 	err := Codec{MaxObjectBytes: 100}.Encode(o, &bytes.Buffer{})
 	if !apierrors.IsRequestEntityTooLargeError(err) {
 		t.Errorf("got %v, want 413", err)
@@ -170,11 +171,57 @@ func TestCodecRefusesObjectsOverTheLimit(t *testing.T) {
 func TestDeepCopyOwnsMetadataAndSharesBody(t *testing.T) {
 	o := decodeStoredT(t, stored)
 	c := o.DeepCopyObject().(*Object)
-	c.Annotations["a"] = "changed"
-	if o.Annotations["a"] != "b" {
-		t.Errorf("copy shares the annotations map")
+	c.SetAnnotations(map[string]string{"a": "changed"})
+	if o.GetAnnotations()["a"] != "b" || c.GetAnnotations()["a"] != "changed" {
+		t.Errorf("copy and original share annotations: %v %v", o.GetAnnotations(), c.GetAnnotations())
 	}
-	if &c.Body()[0] != &o.Body()[0] {
+	if unsafe.StringData(c.Body()) != unsafe.StringData(o.Body()) {
 		t.Errorf("copy does not share the body")
 	}
+}
+
+func TestEqualStoredBytesAreHeldOnce(t *testing.T) {
+	a, b := decodeStoredT(t, stored), decodeStoredT(t, stored)
+	if unsafe.StringData(a.Body()) != unsafe.StringData(b.Body()) {
+		t.Errorf("two decodes of the same bytes hold two copies")
+	}
+}
+
+// A partial object (decoded from storage) answers every metadata field, and
+// keeps the ones it does not hold when another one changes.
+func TestPartialMetadataIsCompleteWhenReadAndChanged(t *testing.T) {
+	const full = `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","generateName":"w-","uid":"u","generation":3,` +
+		`"creationTimestamp":"2026-01-02T03:04:05Z","deletionGracePeriodSeconds":5,"labels":{"l":"1"},` +
+		`"annotations":{"kcp.io/shard":"s1","kcp.io/cluster":"c1","x":"y"},` +
+		`"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"ou"}],"finalizers":["f"],` +
+		`"managedFields":[{"manager":"m","operation":"Update"}]},"spec":{}}`
+	o := decodeStoredT(t, full)
+	if !o.partial {
+		t.Fatalf("an object from storage is not partial")
+	}
+	check := func(name string, m metav1.Object) {
+		t.Helper()
+		if m.GetName() != "w" || m.GetGenerateName() != "w-" || m.GetUID() != "u" || m.GetGeneration() != 3 ||
+			m.GetCreationTimestamp().Unix() != 1767323045 || *m.GetDeletionGracePeriodSeconds() != 5 ||
+			m.GetLabels()["l"] != "1" || m.GetAnnotations()["x"] != "y" || m.GetOwnerReferences()[0].Name != "o" ||
+			m.GetFinalizers()[0] != "f" || m.GetManagedFields()[0].Manager != "m" {
+			t.Errorf("%s: metadata incomplete: %+v", name, m)
+		}
+	}
+	check("partial", o)
+	if s, c := o.PartitionAnnotations(); s != "s1" || c != "c1" {
+		t.Errorf("partition annotations %q %q", s, c)
+	}
+
+	changed := o.DeepCopy()
+	changed.SetLabels(map[string]string{"l": "1"})
+	if changed.partial || changed.rawMetaValid {
+		t.Errorf("a setter left the object partial or its stored bytes valid")
+	}
+	check("changed", changed)
+	var buf bytes.Buffer
+	if err := (Codec{}).Encode(changed, &buf); err != nil {
+		t.Fatal(err)
+	}
+	check("stored again", decodeStoredT(t, buf.String()))
 }

@@ -113,7 +113,7 @@ func (e *encoder) Encode(obj runtime.Object, w io.Writer) error {
 func (e *encoder) encode(obj runtime.Object, w io.Writer) error {
 	switch t := obj.(type) {
 	case *Object:
-		b, err := appendObject(make([]byte, 0, len(t.rawMeta)+len(t.body)+128), t, e.version(t.APIVersion), kind(e.t.Kind, t.Kind))
+		b, err := appendObject(make([]byte, 0, len(t.dataString())+128), t, e.version(t.APIVersion), kind(e.t.Kind, t.Kind))
 		if err != nil {
 			return err
 		}

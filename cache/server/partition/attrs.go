@@ -1,14 +1,14 @@
 package partition
 
 import (
+	"fmt"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/client-go/tools/cache"
-
-	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 const (
@@ -34,13 +34,13 @@ func withPartitionFields(attrs storage.AttrFunc) storage.AttrFunc {
 		if err != nil {
 			return nil, nil, err
 		}
-		a := m.GetAnnotations()
+		shard, cluster := partitionAnnotations(obj, m)
 		out := make(fields.Set, len(f)+2)
 		for k, v := range f {
 			out[k] = v
 		}
-		out[FieldShard] = a[kcpcache.AnnotationShard]
-		out[FieldCluster] = a[kcpcache.AnnotationCluster]
+		out[FieldShard] = shard
+		out[FieldCluster] = cluster
 		return l, out, nil
 	}
 }
@@ -54,7 +54,12 @@ func indexByCluster(obj interface{}) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{m.GetAnnotations()[kcpcache.AnnotationCluster]}, nil
+	o, ok := obj.(runtime.Object)
+	if !ok {
+		return nil, fmt.Errorf("cannot index %T by cluster", obj)
+	}
+	_, cluster := partitionAnnotations(o, m)
+	return []string{cluster}, nil
 }
 
 // withClusterIndex returns a copy of indexers with the cluster index added.

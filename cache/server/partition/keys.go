@@ -48,7 +48,7 @@ func objectKey(resourcePrefix string, obj runtime.Object) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	s, err := scopeOfObject(m)
+	s, err := scopeOfObject(obj, m)
 	if err != nil {
 		return "", err
 	}
@@ -60,13 +60,28 @@ func objectKey(resourcePrefix string, obj runtime.Object) (string, error) {
 }
 
 // scopeOfObject reads the partition annotations that storage persisted.
-func scopeOfObject(m metav1Object) (cache.Scope, error) {
-	a := m.GetAnnotations()
-	s := cache.Scope{Shard: a[cache.AnnotationShard], Cluster: a[cache.AnnotationCluster]}
+func scopeOfObject(obj runtime.Object, m metav1Object) (cache.Scope, error) {
+	shard, cluster := partitionAnnotations(obj, m)
+	s := cache.Scope{Shard: shard, Cluster: cluster}
 	if s.Shard == "" || s.Cluster == "" {
 		return cache.Scope{}, fmt.Errorf("object %s/%s lacks the %s and %s annotations", m.GetNamespace(), m.GetName(), cache.AnnotationShard, cache.AnnotationCluster)
 	}
 	return s, nil
+}
+
+// partitionReader is implemented by objects that read their partition
+// annotations without materializing every annotation (opaque.Object); the
+// watch cache asks for them several times per event.
+type partitionReader interface {
+	PartitionAnnotations() (shard, cluster string)
+}
+
+func partitionAnnotations(obj runtime.Object, m metav1Object) (shard, cluster string) {
+	if p, ok := obj.(partitionReader); ok {
+		return p.PartitionAnnotations()
+	}
+	a := m.GetAnnotations()
+	return a[cache.AnnotationShard], a[cache.AnnotationCluster]
 }
 
 type metav1Object interface {
