@@ -2,11 +2,13 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -21,6 +23,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
 // createCRD creates crd through the unprefixed path and waits until amber/root
@@ -363,4 +366,66 @@ func TestRestartThatRemovesAStoredVersionIsRefused(t *testing.T) {
 	if _, err := dyn(t, srv, "amber", "root").Resource(v2).Get(ctx, "kept", metav1.GetOptions{}); err != nil {
 		t.Errorf("reading the stored object: %v", err)
 	}
+}
+
+func TestWatchCacheReleasesTheHistoryOfAMassDeletion(t *testing.T) {
+	t.Parallel()
+	quickTrim := func(cfg *server.Config) {
+		g := cfg.Apiextensions.GenericConfig.RESTOptionsGetter.(partition.RESTOptionsGetter)
+		g.HistoryTrim = partition.HistoryTrim{MinDeletes: 5, Idle: time.Second}
+		cfg.Apiextensions.GenericConfig.RESTOptionsGetter = g
+	}
+	srv := cachetest.StartServer(t, quickTrim)
+	ctx := testContext(t)
+	c := dyn(t, srv, "amber", "root").Resource(apiExports)
+	for i := 0; i < 8; i++ {
+		if _, err := c.Create(ctx, apiExport(fmt.Sprintf("e%d", i), nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The server must end this watch well before its own deadline.
+	watchCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w, err := dyn(t, srv, "*", "*").Resource(apiExports).Watch(watchCtx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	for i := 0; i < 6; i++ {
+		if err := c.Delete(ctx, fmt.Sprintf("e%d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The watch sees the deletions, then ends when the cache relists.
+	deleted := 0
+	for ev := range w.ResultChan() {
+		if ev.Type == watch.Deleted {
+			deleted++
+		}
+	}
+	if watchCtx.Err() != nil {
+		t.Fatalf("the watch was not ended by the server: %v", watchCtx.Err())
+	}
+	if deleted != 6 {
+		t.Errorf("the watch saw %d deletions before it ended, want 6", deleted)
+	}
+	// The relisted cache serves what is left, and new changes.
+	eventually(t, func() error {
+		list, err := dyn(t, srv, "*", "*").Resource(apiExports).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if got := partitionsOf(list.Items); len(got) != 2 || got[0] != "amber/root/e6" || got[1] != "amber/root/e7" {
+			return errorf("after the relist: %v", got)
+		}
+		return nil
+	})
+	if _, err := c.Create(ctx, apiExport("after", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// resourceVersion=0 reads the watch cache, which sees the create soon.
+	eventually(t, func() error {
+		_, err := c.Get(ctx, "after", metav1.GetOptions{ResourceVersion: "0"})
+		return err
+	})
 }

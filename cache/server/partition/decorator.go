@@ -12,72 +12,67 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// StorageDecorator builds the partitioned storage stack for one resource. It
-// mirrors registry.StorageWithCacher (raw etcd3 storage, cacher, cache
-// delegator) with three differences: the cacher's key function derives the
-// partition from the object, the attribute function adds the partition
-// fields, and the raw storage declares watch-list unsupported.
+// NewStorageDecorator returns the decorator that builds the partitioned
+// storage stack of one resource. It mirrors registry.StorageWithCacher (raw
+// etcd3 storage, cacher, cache delegator) with four differences: the
+// cacher's key function derives the partition from the object, the
+// attribute function adds the partition fields, and the raw storage the
+// cacher fills itself from declares watch-list unsupported and releases the
+// history of mass deletions (see HistoryTrim).
 //
 // The upstream cacheKeyFunc is ignored: it is computed from a context that
 // holds only the namespace, so it cannot know the partition.
-func StorageDecorator(
-	config *storagebackend.ConfigForResource,
-	resourcePrefix string,
-	_ func(obj runtime.Object) (string, error),
-	newFunc func() runtime.Object,
-	newListFunc func() runtime.Object,
-	getAttrsFunc storage.AttrFunc,
-	triggerFuncs storage.IndexerFuncs,
-	indexers *cache.Indexers,
-) (storage.Interface, factory.DestroyFunc, error) {
-	raw, destroyRaw, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
-	if err != nil {
-		return nil, nil, err
-	}
-	raw = watchListUnsupported{raw}
+func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
+	return func(
+		config *storagebackend.ConfigForResource,
+		resourcePrefix string,
+		_ func(obj runtime.Object) (string, error),
+		newFunc func() runtime.Object,
+		newListFunc func() runtime.Object,
+		getAttrsFunc storage.AttrFunc,
+		triggerFuncs storage.IndexerFuncs,
+		indexers *cache.Indexers,
+	) (storage.Interface, factory.DestroyFunc, error) {
+		raw, destroyRaw, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+		if err != nil {
+			return nil, nil, err
+		}
+		source := newCacherSource(raw, trim)
 
-	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-		Storage:             raw,
-		Versioner:           storage.APIObjectVersioner{},
-		GroupResource:       config.GroupResource,
-		EventsHistoryWindow: config.EventsHistoryWindow,
-		ResourcePrefix:      resourcePrefix,
-		KeyFunc:             func(obj runtime.Object) (string, error) { return objectKey(resourcePrefix, obj) },
-		NewFunc:             newFunc,
-		NewListFunc:         newListFunc,
-		GetAttrsFunc:        withPartitionFields(getAttrsFunc),
-		IndexerFuncs:        triggerFuncs,
-		Indexers:            withClusterIndex(indexers),
-		Codec:               config.Codec,
-	})
-	if err != nil {
-		destroyRaw()
-		return nil, nil, err
-	}
-	delegator := cacherstorage.NewCacheDelegator(cacher, raw)
-	var once sync.Once
-	destroy := func() {
-		once.Do(func() {
-			delegator.Stop()
-			cacher.Stop()
-			destroyRaw()
+		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
+			Storage:             source,
+			Versioner:           storage.APIObjectVersioner{},
+			GroupResource:       config.GroupResource,
+			EventsHistoryWindow: config.EventsHistoryWindow,
+			ResourcePrefix:      resourcePrefix,
+			KeyFunc:             func(obj runtime.Object) (string, error) { return objectKey(resourcePrefix, obj) },
+			NewFunc:             newFunc,
+			NewListFunc:         newListFunc,
+			GetAttrsFunc:        withPartitionFields(getAttrsFunc),
+			IndexerFuncs:        triggerFuncs,
+			Indexers:            withClusterIndex(indexers),
+			Codec:               config.Codec,
 		})
+		if err != nil {
+			destroyRaw()
+			return nil, nil, err
+		}
+		stop := make(chan struct{})
+		go source.run(config.GroupResource.String(), stop)
+		delegator := cacherstorage.NewCacheDelegator(cacher, source)
+		var once sync.Once
+		destroy := func() {
+			once.Do(func() {
+				close(stop)
+				delegator.Stop()
+				cacher.Stop()
+				destroyRaw()
+			})
+		}
+		return &scopedStorage{
+			delegate:       delegator,
+			resourcePrefix: resourcePrefix,
+			groupResource:  config.GroupResource,
+		}, destroy, nil
 	}
-	return &scopedStorage{
-		delegate:       delegator,
-		resourcePrefix: resourcePrefix,
-		groupResource:  config.GroupResource,
-	}, destroy, nil
 }
-
-// watchListUnsupported makes the cacher's reflector fill the watch cache with
-// LIST+WATCH instead of a streaming watch-list. client-go's watch-list
-// buffers initial events in a store keyed by namespace/name
-// (tools/cache/reflector.go), which would keep one of several same-named
-// objects from different partitions. The cacher asks through
-// watchlist.DoesClientNotSupportWatchListSemantics.
-type watchListUnsupported struct {
-	storage.Interface
-}
-
-func (watchListUnsupported) IsWatchListSemanticsUnSupported() bool { return true }

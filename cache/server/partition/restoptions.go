@@ -9,9 +9,12 @@ import (
 // RESTOptionsGetter wraps an upstream getter so that every registry it
 // serves (the CRD registry through GenericConfig.RESTOptionsGetter, every
 // custom resource through apiextensions' CRDRESTOptionsGetter) stores through
-// StorageDecorator, with the watch cache on regardless of the delegate.
+// NewStorageDecorator, with the watch cache on regardless of the delegate.
 type RESTOptionsGetter struct {
 	Delegate generic.RESTOptionsGetter
+	// HistoryTrim says when a watch cache releases the history of mass
+	// deletions; the zero value means the defaults.
+	HistoryTrim HistoryTrim
 }
 
 // GetRESTOptions implements generic.RESTOptionsGetter.
@@ -20,7 +23,7 @@ func (g RESTOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 	if err != nil {
 		return opts, err
 	}
-	opts.Decorator = StorageDecorator
+	opts.Decorator = NewStorageDecorator(g.HistoryTrim)
 	// No garbage collector runs against the cache; orphan and foreground
 	// finalizers would never be removed.
 	opts.EnableGarbageCollection = false
