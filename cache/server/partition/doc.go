@@ -5,11 +5,15 @@
 //
 // It relies on two upstream seams and nothing else:
 //   - generic.RESTOptionsGetter, which every registry Store (the CRD registry
-//     and each custom resource) asks for its storage decorator, and
+//     and each type the data plane serves) asks for its storage decorator, and
 //   - generic.StorageDecorator, through which we build the same stack as
 //     registry.StorageWithCacher (raw etcd3 storage, cacher, cache delegator)
 //     with our own key function, attribute function and indexes, and wrap it
 //     in a storage.Interface that reads the scope from the request context.
+//
+// The raw storage the watch cache fills itself from also releases the watch
+// cache's history after a mass deletion followed by quiet (HistoryTrim),
+// which upstream keeps until newer events displace it.
 //
 // The key layout is <resource-prefix>/<shard>/<cluster>/[<namespace>/]<name>
 // below the etcd prefix, computed by one function (objectKey) for both the
