@@ -48,22 +48,8 @@ func (b *bench) churn(ctx context.Context) error {
 	}
 	b.rep.Memory["churn_growth_sites_per_object"] = sites
 	meaning := fmt.Sprintf("after creating %d objects, deleting them all (%s) and idling %s ÷ with the %d objects present; 1.0 or less means memory is given back", n, deleted.Round(time.Millisecond), b.cfg.churnIdle, n)
-	b.rep.add(&row{
-		ID: "8a", Metric: fmt.Sprintf("heap after deleting %d objects and idling", n),
-		Cache: mib(after.HeapAlloc), Baseline: mib(peak.HeapAlloc) + " at the peak",
-		CacheValue: float64(after.HeapAlloc), BaselineValue: float64(peak.HeapAlloc), Unit: "bytes",
-		Ratio: ratio(float64(after.HeapAlloc), float64(peak.HeapAlloc)), RatioMeaning: meaning,
-		Target:     &target{Text: "≤ 1×", AtMost: true, Bound: 1},
-		Indicative: n != 50000,
-	})
-	b.rep.add(&row{
-		ID: "8b", Metric: fmt.Sprintf("RSS after deleting %d objects and idling", n),
-		Cache: mib(after.VmRSS), Baseline: mib(peak.VmRSS) + " at the peak",
-		CacheValue: float64(after.VmRSS), BaselineValue: float64(peak.VmRSS), Unit: "bytes",
-		Ratio: ratio(float64(after.VmRSS), float64(peak.VmRSS)), RatioMeaning: meaning,
-		Target:     &target{Text: "≤ 1×", AtMost: true, Bound: 1},
-		Indicative: n != 50000,
-	})
+	b.rep.add(memoryRow("8a", fmt.Sprintf("heap after deleting %d objects and idling", n), after.HeapAlloc, peak.HeapAlloc, meaning, n))
+	b.rep.add(memoryRow("8b", fmt.Sprintf("RSS after deleting %d objects and idling", n), after.VmRSS, peak.VmRSS, meaning, n))
 	return nil
 }
 
@@ -85,6 +71,18 @@ func (b *bench) deleteAll(ctx context.Context, prefix string, n, conc int) error
 			}
 		}
 	})
+}
+
+// memoryRow compares memory after the churn with memory at its peak.
+func memoryRow(id, metric string, after, peak uint64, meaning string, n int) *row {
+	return &row{
+		ID: id, Metric: metric,
+		Cache: mib(after), Baseline: mib(peak) + " at the peak",
+		CacheValue: float64(after), BaselineValue: float64(peak), Unit: "bytes",
+		Ratio: ratio(float64(after), float64(peak)), RatioMeaning: meaning,
+		Target:     &target{Text: "≤ 1×", AtMost: true, Bound: 1},
+		Indicative: n != 50000,
+	}
 }
 
 func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

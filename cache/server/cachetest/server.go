@@ -155,10 +155,7 @@ func (s *Server) stop() {
 // given here replace the ones the server was started with.
 func (s *Server) Restart(t testing.TB, opts ...Option) {
 	t.Helper()
-	if len(opts) > 0 {
-		s.configure = opts
-	}
-	s.stop()
+	s.reconfigure(opts)
 	s.start(t)
 }
 
@@ -166,14 +163,19 @@ func (s *Server) Restart(t testing.TB, opts ...Option) {
 // server that must not become ready; it waits for /healthz instead.
 func (s *Server) RestartUnready(t testing.TB, opts ...Option) {
 	t.Helper()
-	if len(opts) > 0 {
-		s.configure = opts
-	}
-	s.stop()
+	s.reconfigure(opts)
 	s.startNoWait(t)
 	if err := server.WaitForPath(context.Background(), s.config, "/healthz", readyTimeout); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// reconfigure stops the server and replaces its options, if any are given.
+func (s *Server) reconfigure(opts []Option) {
+	if len(opts) > 0 {
+		s.configure = opts
+	}
+	s.stop()
 }
 
 // Server returns the running server.

@@ -18,15 +18,9 @@ import (
 // (the object, and its delete event), so it keeps the interned stored bytes
 // and only the metadata fields read on every object.
 func decodeStored(data []byte, o *Object) error {
-	p, err := split(data)
+	p, m, err := parse(data)
 	if err != nil {
 		return err
-	}
-	var m metav1.ObjectMeta
-	if p.meta != nil {
-		if err := unmarshalMeta(p.meta, &m); err != nil {
-			return err
-		}
 	}
 	*o = Object{
 		TypeMeta: metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
@@ -82,15 +76,9 @@ func decodeRequest(data []byte, o *Object) error {
 	if err := json.Compact(&compact, data); err != nil {
 		return fmt.Errorf("the request body is not valid JSON: %w", err)
 	}
-	p, err := split(compact.Bytes())
+	p, m, err := parse(compact.Bytes())
 	if err != nil {
 		return err
-	}
-	var m metav1.ObjectMeta
-	if p.meta != nil {
-		if err := unmarshalMeta(p.meta, &m); err != nil {
-			return err
-		}
 	}
 	*o = Object{
 		TypeMeta:   metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
@@ -98,6 +86,16 @@ func decodeRequest(data []byte, o *Object) error {
 		data:       intern(nil, p.body),
 	}
 	return nil
+}
+
+// parse splits data and decodes its metadata in full.
+func parse(data []byte) (parts, metav1.ObjectMeta, error) {
+	var m metav1.ObjectMeta
+	p, err := split(data)
+	if err == nil && p.meta != nil {
+		err = unmarshalMeta(p.meta, &m)
+	}
+	return p, m, err
 }
 
 // unmarshalMeta decodes metadata as upstream's JSON serializer does: field
