@@ -288,9 +288,27 @@ func TestServerSideApplyAndDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	applied, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test"})
+	// Copies keep no managedFields, so nobody is known to own the fields
+	// of an existing object: a changing apply conflicts unless forced.
+	_, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test"})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("unforced second apply: got %v, want a conflict", err)
+	}
+	applied, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test", Force: true})
 	if err != nil || applied.Object["spec"].(map[string]interface{})["k"] != "v2" {
-		t.Fatalf("second apply: %v %v", err, applied)
+		t.Fatalf("forced second apply: %v %v", err, applied)
+	}
+	// An apply to an existing object keeps its shape.
+	stored, err := c.Get(ctx, "applied", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range stored.Object {
+		keys = append(keys, k)
+	}
+	if got := strings.Join(sortedCopy(keys), ","); got != "apiVersion,kind,metadata,spec" {
+		t.Errorf("after applying twice the object has the top-level fields %s", got)
 	}
 
 	before := etcdState(t, srv)

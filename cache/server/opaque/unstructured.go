@@ -59,6 +59,21 @@ func (o *Object) EachListItemWithAlloc(func(runtime.Object) error) error {
 	return fmt.Errorf("%s is not a list", o.Kind)
 }
 
+// MarshalJSON writes the object with its own apiVersion and kind. Upstream
+// code that reflects over objects (structured-merge-diff's deduced types,
+// runtime.DefaultUnstructuredConverter) uses it instead of the Go fields,
+// which hold only part of the object.
+func (o *Object) MarshalJSON() ([]byte, error) {
+	return appendObject(nil, o, o.APIVersion, o.Kind)
+}
+
+// UnmarshalJSON replaces the object with a complete object's JSON.
+func (o *Object) UnmarshalJSON(b []byte) error { return decodeRequest(b, o) }
+
+// ToUnstructured implements structured-merge-diff's UnstructuredConverter,
+// which server-side apply uses to read the live object.
+func (o *Object) ToUnstructured() interface{} { return o.UnstructuredContent() }
+
 // FromUnstructured turns an upstream unstructured object (what server-side
 // apply produces) into an Object.
 func FromUnstructured(u *unstructured.Unstructured) (*Object, error) {
