@@ -75,18 +75,3 @@ func TestPartitionPrefixEndsWithSeparator(t *testing.T) {
 		}
 	}
 }
-
-func TestStampPartition(t *testing.T) {
-	amber := cache.Scope{Shard: "amber", Cluster: "root"}
-	u := &unstructured.Unstructured{}
-	if err := stampPartition(u, amber); err != nil {
-		t.Fatal(err)
-	}
-	if a := u.GetAnnotations(); a[cache.AnnotationShard] != "amber" || a[cache.AnnotationCluster] != "root" {
-		t.Fatalf("annotations not stamped: %v", a)
-	}
-	u.SetAnnotations(map[string]string{cache.AnnotationShard: "blue"})
-	if err := stampPartition(u, amber); err == nil {
-		t.Fatal("a mismatching shard annotation must be refused")
-	}
-}

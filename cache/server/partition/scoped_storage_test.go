@@ -1,0 +1,24 @@
+package partition
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+func TestStampPartition(t *testing.T) {
+	amber := cache.Scope{Shard: "amber", Cluster: "root"}
+	u := &unstructured.Unstructured{}
+	if err := stampPartition(u, amber); err != nil {
+		t.Fatal(err)
+	}
+	if a := u.GetAnnotations(); a[cache.AnnotationShard] != "amber" || a[cache.AnnotationCluster] != "root" {
+		t.Fatalf("annotations not stamped: %v", a)
+	}
+	u.SetAnnotations(map[string]string{cache.AnnotationShard: "blue"})
+	if err := stampPartition(u, amber); err == nil {
+		t.Fatal("a mismatching shard annotation must be refused")
+	}
+}
