@@ -19,8 +19,6 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 )
 
-const readyTimeout = 60 * time.Second
-
 // Server is a running cache server and its etcd.
 type Server struct {
 	etcd       *embeddedetcd.Server
@@ -127,7 +125,7 @@ func (s *Server) waitReady() error {
 		case <-ctx.Done():
 		}
 	}()
-	err := server.WaitForPath(ctx, s.config, "/readyz", readyTimeout)
+	err := WaitForPath(ctx, s.config, "/readyz")
 	select {
 	case stopErr := <-stopped:
 		return stopErr
@@ -165,7 +163,7 @@ func (s *Server) RestartUnready(t testing.TB, opts ...Option) {
 	t.Helper()
 	s.reconfigure(opts)
 	s.startNoWait(t)
-	if err := server.WaitForPath(context.Background(), s.config, "/healthz", readyTimeout); err != nil {
+	if err := WaitForPath(context.Background(), s.config, "/healthz"); err != nil {
 		t.Fatal(err)
 	}
 }

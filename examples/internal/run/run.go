@@ -17,6 +17,7 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
 )
 
@@ -143,5 +144,5 @@ func Get(ctx context.Context, cfg *rest.Config, path string) (int, error) {
 
 // WaitOK polls path until it answers 200, for up to a minute.
 func WaitOK(ctx context.Context, cfg *rest.Config, path string) error {
-	return server.WaitForPath(ctx, cfg, path, time.Minute)
+	return cachetest.WaitForPath(ctx, cfg, path)
 }
