@@ -3,7 +3,6 @@ package server
 import (
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
-	"k8s.io/apimachinery/pkg/util/sets"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
@@ -35,41 +33,55 @@ import (
 // KubeconfigFileName is the admin kubeconfig a server writes into its root directory.
 const KubeconfigFileName = "cache.kubeconfig"
 
-// Config is a cache server's configuration: the upstream apiextensions
-// configuration plus what is ours.
+// Config is a cache server's configuration, in three parts: the upstream
+// apiextensions configuration, what a user of the library sets (Extra and,
+// for a shard stand-in, StandIn) between NewConfig and Complete, and what
+// NewConfig derived from the options, which nobody changes afterwards.
 type Config struct {
 	Apiextensions *apiextensionsapiserver.Config
 	Extra         ExtraConfig
+	StandIn       StandInConfig
+
+	derived derivedConfig
 }
 
-// ExtraConfig is the cache-specific part of Config.
+// ExtraConfig is the cache-specific part of Config that a user sets.
 type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
-	// caches serve. Defaults to DefaultBootstrapCRDs.
+	// caches serve. NewConfig sets DefaultBootstrapCRDs.
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
+}
 
-	// EmbeddedEtcd, when set, is started by New before any storage is built.
-	EmbeddedEtcd *embeddedetcd.Config
-
-	// AdminToken authenticates the admin kubeconfig's user (system:masters).
-	AdminToken string
-	// ServingCAData lets clients verify the serving certificate.
-	ServingCAData []byte
-	// KubeconfigPath is where the admin kubeconfig is written; empty skips it.
-	KubeconfigPath string
-
-	// HostLoopback is the host's loopback configuration when the cache is
-	// mounted (see NewMountedConfig); nil for a standalone server.
-	HostLoopback *rest.Config
-
-	// Mount, when set, serves another cache under /services/cache/ of this
-	// server (a shard that runs the cache in-process).
-	Mount *Mount
-
+// StandInConfig turns a cache server into a stand-in for a kcp shard, a
+// server that holds one shard's own objects: the examples and tests use it
+// to run a host next to a cache. A cache server leaves it empty.
+type StandInConfig struct {
 	// PathScoper maps request paths to partitions; nil means the cache's own
 	// grammar (filters.CachePaths).
 	PathScoper filters.PathScoper
+
+	// Mount, when set, serves another cache under /services/cache/ of this
+	// server, as a shard that runs the cache in-process does.
+	Mount *Mount
+}
+
+// derivedConfig is what NewConfig derives from the options: files it wrote
+// or read under the root directory, and how the server is reached.
+type derivedConfig struct {
+	// embeddedEtcd, when set, is started by New before any storage is built.
+	embeddedEtcd *embeddedetcd.Config
+
+	// adminToken authenticates the admin kubeconfig's user (system:masters).
+	adminToken string
+	// servingCAData lets clients verify the serving certificate.
+	servingCAData []byte
+	// kubeconfigPath is where the admin kubeconfig is written; empty skips it.
+	kubeconfigPath string
+
+	// hostLoopback is the host's loopback configuration when the cache is
+	// mounted (see NewMountedConfig); nil for a standalone server.
+	hostLoopback *rest.Config
 }
 
 // shutdownWatchTerminationGracePeriod bounds how long shutdown waits for
@@ -84,6 +96,8 @@ type CompletedConfig struct {
 type completedConfig struct {
 	Apiextensions apiextensionsapiserver.CompletedConfig
 	Extra         *ExtraConfig
+	StandIn       *StandInConfig
+	derived       *derivedConfig
 	// plane serves every declared type; the handler chain routes to it.
 	plane *dataplane.Registry
 }
@@ -109,7 +123,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err := os.MkdirAll(opts.RootDirectory, 0o700); err != nil {
 		return nil, fmt.Errorf("creating root directory: %w", err)
 	}
-	extra := ExtraConfig{BootstrapCRDs: DefaultBootstrapCRDs()}
+	var derived derivedConfig
 
 	if opts.EmbeddedEtcd.Enabled {
 		ec, err := embeddedetcd.Config{
@@ -120,14 +134,14 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		extra.EmbeddedEtcd = &ec
+		derived.embeddedEtcd = &ec
 		opts.Etcd.StorageConfig.Transport.ServerList = []string{ec.ClientURL()}
 	}
 	token, err := loadOrCreateAdminToken(filepath.Join(opts.RootDirectory, adminTokenFileName))
 	if err != nil {
 		return nil, err
 	}
-	extra.AdminToken = token
+	derived.adminToken = token
 
 	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
 	// End watches as soon as shutdown starts (upstream's
@@ -145,10 +159,10 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
 
 	if host == nil {
-		if err := applyStandaloneServing(opts, generic, &extra); err != nil {
+		if err := applyStandaloneServing(opts, generic, &derived); err != nil {
 			return nil, err
 		}
-	} else if err := applyMountedServing(generic, &extra, *host); err != nil {
+	} else if err := applyMountedServing(generic, &derived, *host); err != nil {
 		return nil, err
 	}
 
@@ -170,14 +184,15 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noopoteltrace.NewTracerProvider()),
 			},
 		},
-		Extra: extra,
+		Extra:   ExtraConfig{BootstrapCRDs: DefaultBootstrapCRDs()},
+		derived: derived,
 	}
 	return cfg, nil
 }
 
 // applyStandaloneServing opens the cache's own secure listener with a
 // (self-signed by default) certificate and its own authentication.
-func applyStandaloneServing(opts options.CompletedOptions, generic *genericapiserver.RecommendedConfig, extra *ExtraConfig) error {
+func applyStandaloneServing(opts options.CompletedOptions, generic *genericapiserver.RecommendedConfig, derived *derivedConfig) error {
 	if err := opts.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
@@ -185,8 +200,8 @@ func applyStandaloneServing(opts options.CompletedOptions, generic *genericapise
 	if err != nil {
 		return err
 	}
-	extra.ServingCAData = caData
-	extra.KubeconfigPath = filepath.Join(opts.RootDirectory, KubeconfigFileName)
+	derived.servingCAData = caData
+	derived.kubeconfigPath = filepath.Join(opts.RootDirectory, KubeconfigFileName)
 	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return err
 	}
@@ -195,39 +210,21 @@ func applyStandaloneServing(opts options.CompletedOptions, generic *genericapise
 		return err
 	}
 	generic.ExternalAddress = net.JoinHostPort("localhost", port)
-	return applyAuth(&generic.Config, extra.AdminToken, nil)
+	return applyAuth(&generic.Config, derived.adminToken, nil)
 }
 
-// Complete fills in what depends on the rest of the configuration and
-// installs the partitioning filters around the default handler chain.
+// Complete fills in what depends on the rest of the configuration.
 func (c *Config) Complete() CompletedConfig {
 	generic := c.Apiextensions.GenericConfig
-	guard := filters.GuardConfig{
-		Codecs:              apiextensionsapiserver.Codecs,
-		MaxRequestBodyBytes: generic.MaxRequestBodyBytes,
-		ProtectedCRDs:       sets.New[string](),
-		CRDInUse:            newCRDInUseChecker(generic.LoopbackClientConfig),
-	}
-	for _, crd := range c.Extra.BootstrapCRDs {
-		guard.ProtectedCRDs.Insert(crd.Name)
-	}
-	guard.MaxRequestBodyBytes = maxObjectRequestBytes(generic.MaxRequestBodyBytes)
+	// Built here, from the configuration as it is now, so that the data
+	// plane authorizes and admits exactly as the generic chain does.
 	plane := dataplane.NewRegistry(dataplane.Config{
 		RESTOptionsGetter:   generic.RESTOptionsGetter,
 		Authorizer:          generic.Authorization.Authorizer,
 		Admission:           generic.AdmissionControl,
-		MaxRequestBodyBytes: guard.MaxRequestBodyBytes,
+		MaxRequestBodyBytes: maxObjectRequestBytes(generic.MaxRequestBodyBytes),
 		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
 	})
-	scoper := c.Extra.PathScoper
-	generic.BuildHandlerChainFunc = func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
-		h := filters.WithRequestGuard(plane.Handler(apiHandler), guard)
-		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
-		return filters.WithPartition(h, apiextensionsapiserver.Codecs, scoper)
-	}
-	if c.Extra.Mount != nil {
-		generic.BuildHandlerChainFunc = c.Extra.Mount.WrapHandlerChain(generic.BuildHandlerChainFunc)
-	}
 	apiextensions := c.Apiextensions.Complete()
 	// apiextensions turns discovery off because kube-apiserver's aggregator
 	// serves /apis in front of it; here nothing is in front, and clients
@@ -237,9 +234,15 @@ func (c *Config) Complete() CompletedConfig {
 	return CompletedConfig{&completedConfig{
 		Apiextensions: apiextensions,
 		Extra:         &c.Extra,
+		StandIn:       &c.StandIn,
+		derived:       &c.derived,
 		plane:         plane,
 	}}
 }
+
+// KubeconfigPath is where New writes the admin kubeconfig; empty for a
+// mounted cache, whose clients use the host's kubeconfig.
+func (c *Config) KubeconfigPath() string { return c.derived.kubeconfigPath }
 
 // maxObjectRequestBytes bounds write bodies by what etcd can store, so that
 // an object between etcd's limit and the server's request limit is refused

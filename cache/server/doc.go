@@ -7,6 +7,13 @@
 //	opts := options.NewOptions()        // flags via opts.AddFlags
 //	completed, _ := opts.Complete()     // then completed.Validate()
 //	cfg, _ := server.NewConfig(completed)
+//	cfg.Extra.BootstrapCRDs = ...       // what a user sets, before Complete
 //	srv, _ := cfg.Complete().New(ctx)   // starts the embedded etcd, if any
-//	err := srv.PrepareRun().Run(ctx)    // serves until ctx is done
+//	defer srv.Close()                   // always safe; stops what is still running
+//	err := srv.PrepareRun().Run(ctx)    // serves until ctx is done; etcd stops after the server
+//
+// Config separates the upstream configuration, what a user sets (Extra; and
+// StandIn, which the examples and tests use to make a shard stand-in) and
+// what NewConfig derived from the options (private). The lifecycle is
+// stated on Server.
 package server

@@ -35,7 +35,7 @@ type Host struct {
 }
 
 // applyMountedServing configures a cache without a listener of its own.
-func applyMountedServing(generic *genericapiserver.RecommendedConfig, extra *ExtraConfig, host Host) error {
+func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *derivedConfig, host Host) error {
 	loopback := rest.CopyConfig(host.LoopbackClientConfig)
 	u, err := url.Parse(loopback.Host)
 	if err != nil {
@@ -45,14 +45,14 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, extra *Ext
 	if err != nil {
 		return err
 	}
-	extra.HostLoopback = rest.CopyConfig(loopback)
+	derived.hostLoopback = rest.CopyConfig(loopback)
 	loopback.Host = strings.TrimSuffix(loopback.Host, "/") + cache.ServicePrefix
 	loopback.BearerToken = token
 	loopback.BearerTokenFile = ""
 	generic.LoopbackClientConfig = loopback
 	generic.SecureServing = nil
 	generic.ExternalAddress = u.Host
-	return applyAuth(&generic.Config, extra.AdminToken, &host)
+	return applyAuth(&generic.Config, derived.adminToken, &host)
 }
 
 // Mount serves a cache under /services/cache/ of a host server. Wrap the

@@ -51,9 +51,9 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hostCfg.Extra.PathScoper = filters.ClusterPaths("amber")
+	hostCfg.StandIn.PathScoper = filters.ClusterPaths("amber")
 	mount := &server.Mount{}
-	hostCfg.Extra.Mount = mount
+	hostCfg.StandIn.Mount = mount
 
 	cacheOpts := options.NewOptions()
 	cacheOpts.RootDirectory = t.TempDir()

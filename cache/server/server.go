@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -14,33 +16,56 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 )
 
-// Server is a cache server that has been built but may not run yet.
+// Server is a cache server that New built.
+//
+// Its lifecycle, in order: New starts the embedded etcd (if configured) and
+// builds the API server on it; PrepareRun().Run serves until its context
+// ends, then stops the API server and after it the etcd, so that the API
+// server never retries against a member that is going away; Close stops
+// whatever is still running. Close is safe at any time and more than once:
+// after New alone (a host that fails before Run), during Run (it ends Run
+// and waits for it) and after Run. A host defers Close as soon as New
+// succeeds.
 type Server struct {
 	// GenericAPIServer is the upstream server; hosts may add hooks and checks.
 	GenericAPIServer *genericapiserver.GenericAPIServer
 
-	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
-	etcd          *embeddedetcd.Server
-	plane         *dataplane.Registry
-	adminConfig   *rest.Config
+	apiextensions  *apiextensionsapiserver.CustomResourceDefinitions
+	etcd           *embeddedetcd.Server
+	plane          *dataplane.Registry
+	adminConfig    *rest.Config
+	kubeconfigPath string
+
+	mu sync.Mutex
+	// closed is set by Close; Run refuses to start after it.
+	closed bool
+	// cancelRun ends a Run in progress; runDone is closed when it returned.
+	cancelRun context.CancelFunc
+	runDone   chan struct{}
+	stopOnce  sync.Once
 }
 
+// ErrClosed is returned by Run on a server that was closed or already ran.
+var ErrClosed = errors.New("cache server is closed")
+
 // New starts the embedded etcd (if configured), builds the API server and
-// writes the admin kubeconfig. On error, everything it started is stopped.
+// writes the admin kubeconfig. On error, everything it started is stopped;
+// on success the caller owns the server and must Run or Close it.
 func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	logger := klog.FromContext(ctx)
-	s := &Server{}
-	if c.Extra.EmbeddedEtcd != nil {
-		if s.etcd, err = embeddedetcd.Start(ctx, *c.Extra.EmbeddedEtcd); err != nil {
+	s := &Server{kubeconfigPath: c.derived.kubeconfigPath}
+	defer func() {
+		if err != nil {
+			s.stop()
+		}
+	}()
+	if c.derived.embeddedEtcd != nil {
+		if s.etcd, err = embeddedetcd.Start(ctx, *c.derived.embeddedEtcd); err != nil {
 			return nil, err
 		}
-		defer func() {
-			if err != nil {
-				s.etcd.Close()
-			}
-		}()
 	}
 
+	c.Apiextensions.GenericConfig.BuildHandlerChainFunc = c.buildHandlerChain
 	s.apiextensions, err = c.Apiextensions.New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -62,27 +87,38 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 
-	if c.Extra.HostLoopback != nil {
+	if c.derived.hostLoopback != nil {
 		// Mounted: the host's listener, with the cache's admin token; the
 		// host routes /services/cache/ to us before its own filters.
-		s.adminConfig = rest.CopyConfig(c.Extra.HostLoopback)
-		s.adminConfig.BearerToken = c.Extra.AdminToken
+		s.adminConfig = rest.CopyConfig(c.derived.hostLoopback)
+		s.adminConfig.BearerToken = c.derived.adminToken
 	} else {
 		listener := c.Apiextensions.GenericConfig.SecureServing.Listener
-		s.adminConfig = adminRESTConfig(listenAddress(listener), c.Extra.ServingCAData, c.Extra.AdminToken)
+		s.adminConfig = adminRESTConfig(listenAddress(listener), c.derived.servingCAData, c.derived.adminToken)
 	}
-	if c.Extra.KubeconfigPath != "" {
-		if err := WriteKubeconfig(c.Extra.KubeconfigPath, s.adminConfig); err != nil {
+	if s.kubeconfigPath != "" {
+		if err := WriteKubeconfig(s.kubeconfigPath, s.adminConfig); err != nil {
 			return nil, fmt.Errorf("writing admin kubeconfig: %w", err)
 		}
 	}
-	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", c.Extra.KubeconfigPath)
+	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", s.kubeconfigPath)
 	return s, nil
 }
 
 // AdminConfig returns a client configuration for the server root (no
 // /services/cache prefix) authenticated as the admin user.
 func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
+
+// KubeconfigPath is the admin kubeconfig New wrote; empty for a mounted cache.
+func (s *Server) KubeconfigPath() string { return s.kubeconfigPath }
+
+// EmbeddedEtcdURL is the client URL of the embedded etcd; empty without one.
+func (s *Server) EmbeddedEtcdURL() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return s.etcd.ClientURL()
+}
 
 // PreparedServer is a server whose handlers are complete.
 type PreparedServer struct {
@@ -110,11 +146,52 @@ func (s *Server) PrepareRun() PreparedServer {
 	}}
 }
 
-// Run serves until ctx is done, then shuts down gracefully: the API server
-// drains and stops first, the embedded etcd after it.
+// Run serves until ctx is done or Close is called, then shuts down
+// gracefully: the API server drains and stops first, the embedded etcd
+// after it. A server runs at most once; Run on a closed server returns
+// ErrClosed at once.
 func (p PreparedServer) Run(ctx context.Context) error {
-	if p.s.etcd != nil {
-		defer p.s.etcd.Close()
+	s := p.s
+	s.mu.Lock()
+	if s.closed || s.runDone != nil {
+		s.mu.Unlock()
+		return ErrClosed
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	s.cancelRun, s.runDone = cancel, make(chan struct{})
+	s.mu.Unlock()
+
+	defer close(s.runDone)
+	defer s.stop()
+	defer cancel()
 	return p.run(ctx)
+}
+
+// Close stops the server: it ends a Run in progress and waits for it, or,
+// when the server never ran, releases the storage and stops the embedded
+// etcd that New started. It is safe to call more than once.
+func (s *Server) Close() {
+	s.mu.Lock()
+	s.closed = true
+	cancel, done := s.cancelRun, s.runDone
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+	s.stop()
+}
+
+// stop releases storage, then stops etcd, once.
+func (s *Server) stop() {
+	s.stopOnce.Do(func() {
+		if s.GenericAPIServer != nil {
+			// Idempotent by contract (RegisterDestroyFunc); Run has
+			// usually called it already.
+			s.GenericAPIServer.Destroy()
+		}
+		if s.etcd != nil {
+			s.etcd.Close()
+		}
+	})
 }

@@ -40,6 +40,7 @@ func newCommand() *cobra.Command {
 		if err != nil {
 			return err
 		}
+		defer s.Close()
 		klog.FromContext(ctx).Info("Serving", "address", s.AdminConfig().Host, "objects", s.AdminConfig().Host+"/clusters/{cluster}/apis/...", "degraded-status", s.AdminConfig().Host+"/readyz/cache-replication")
 		return s.Run(ctx)
 	})

@@ -41,8 +41,9 @@ logical cluster under /services/cache/shards/{shard}/clusters/{cluster}/. Withou
 		if err != nil {
 			return err
 		}
-		klog.FromContext(ctx).Info("Serving", "admin-kubeconfig", cfg.Extra.KubeconfigPath,
-			"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", cfg.Extra.KubeconfigPath, srv.AdminConfig().Host))
+		defer srv.Close()
+		klog.FromContext(ctx).Info("Serving", "admin-kubeconfig", srv.KubeconfigPath(),
+			"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", srv.KubeconfigPath(), srv.AdminConfig().Host))
 		return srv.PrepareRun().Run(ctx)
 	})
 }

@@ -85,7 +85,7 @@ func Cache(ctx context.Context, root string, port int) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	r := &Server{Config: srv.AdminConfig(), Kubeconfig: cfg.Extra.KubeconfigPath, EtcdURL: cfg.Extra.EmbeddedEtcd.ClientURL(), cancel: cancel, done: make(chan error, 1)}
+	r := &Server{Config: srv.AdminConfig(), Kubeconfig: srv.KubeconfigPath(), EtcdURL: srv.EmbeddedEtcdURL(), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- srv.PrepareRun().Run(runCtx) }()
 	return r, WaitOK(ctx, r.Config, "/readyz")
 }

@@ -2,6 +2,7 @@ package shardserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -31,27 +32,33 @@ type Shard struct {
 
 // New builds the shard's API server, the in-process cache when asked for,
 // the cache hook and the example controller. It starts the shard's etcd
-// (and the cache's, if it has its own) but serves nothing yet.
-func New(ctx context.Context, o CompletedOptions) (*Shard, error) {
+// (and the cache's, if it has its own) but serves nothing yet; on error it
+// stops them again, on success the caller must Run or Close the shard.
+func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 	shardName := o.Cache.ShardName
 	hostCfg, err := server.NewConfig(o.Server)
 	if err != nil {
 		return nil, err
 	}
-	hostCfg.Extra.PathScoper = filters.ClusterPaths(shardName)
+	hostCfg.StandIn.PathScoper = filters.ClusterPaths(shardName)
 	hostCfg.Extra.BootstrapCRDs = append(server.DefaultBootstrapCRDs(), server.SchemalessCRD(apiBindingCRD()))
 
 	var mount *server.Mount
 	var mountedCfg *server.Config
 	if o.Cache.RunCacheServer {
 		mount = &server.Mount{}
-		hostCfg.Extra.Mount = mount
+		hostCfg.StandIn.Mount = mount
 		if mountedCfg, err = newMountedCacheConfig(o, hostCfg); err != nil {
 			return nil, err
 		}
 	}
 
 	s := &Shard{name: shardName}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	if s.host, err = hostCfg.Complete().New(ctx); err != nil {
 		return nil, err
 	}
@@ -62,7 +69,7 @@ func New(ctx context.Context, o CompletedOptions) (*Shard, error) {
 		mount.Serve(s.mounted)
 		// Other shards push to this one's cache with the shard's admin
 		// kubeconfig: the mounted cache accepts the host's credentials.
-		s.cacheKubeconfig = hostCfg.Extra.KubeconfigPath
+		s.cacheKubeconfig = s.host.KubeconfigPath()
 	}
 
 	cacheConfig, err := cacheRESTConfig(o, s.mounted)
@@ -137,14 +144,35 @@ func cacheRESTConfig(o CompletedOptions, mounted *server.Server) (*rest.Config, 
 	return nil, fmt.Errorf("no cache configured")
 }
 
-// Run serves until ctx is done; the in-process cache stops with the shard.
+// Run serves until ctx is done. The in-process cache stops first, then the
+// host, whose etcd the cache may share; a host that fails stops the cache.
 func (s *Shard) Run(ctx context.Context) error {
-	if s.mounted != nil {
-		done := make(chan error, 1)
-		go func() { done <- s.mounted.PrepareRun().Run(ctx) }()
-		defer func() { <-done }()
+	if s.mounted == nil {
+		return s.host.PrepareRun().Run(ctx)
 	}
-	return s.host.PrepareRun().Run(ctx)
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHost()
+	hostDone := make(chan error, 1)
+	go func() {
+		hostDone <- s.host.PrepareRun().Run(hostCtx)
+		stopCache()
+	}()
+	cacheErr := s.mounted.PrepareRun().Run(cacheCtx)
+	stopHost()
+	return errors.Join(<-hostDone, cacheErr)
+}
+
+// Close stops whatever New started and Run has not stopped: the mounted
+// cache first, then the host. It is safe to call more than once.
+func (s *Shard) Close() {
+	if s.mounted != nil {
+		s.mounted.Close()
+	}
+	if s.host != nil {
+		s.host.Close()
+	}
 }
 
 // Name is the shard's name.
