@@ -11,6 +11,8 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/internal/ports"
 )
 
 // Server is a running embedded etcd member.
@@ -124,19 +126,15 @@ func loopbackURL(port int) url.URL {
 	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 }
 
-// portOrFree returns port, or a currently free loopback port when port is 0.
+// portOrFree returns port, or a reserved free loopback port when port is 0.
 // etcd needs the peer URL before it listens (it is part of the cluster
-// membership), so the kernel's ":0" cannot be used directly.
+// membership), so the kernel's ":0" cannot be used directly; a reserved port
+// is not handed to anyone else who reserves (see internal/ports).
 func portOrFree(port int) (int, error) {
 	if port != 0 {
 		return port, nil
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports.Reserve()
 }
 
 // snapshotCount and snapshotCatchUpEntries bound the in-memory raft log of
