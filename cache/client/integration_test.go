@@ -15,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -46,19 +45,6 @@ func newAPIExport(name, path string) *unstructured.Unstructured {
 		u.SetAnnotations(map[string]string{kcpcache.AnnotationPath: path})
 	}
 	return u
-}
-
-// eventually polls f until it returns nil, failing after a deadline.
-func eventually(t *testing.T, what string, f func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		last = f()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached before the deadline: %v", what, last)
-	}
 }
 
 // seedExports creates the same-named export in every shard × cluster.
@@ -106,7 +92,7 @@ func run(t *testing.T, factory *InformerFactory) {
 // lags the latest writes; the watch then delivers the rest.
 func waitForKeys(t *testing.T, inf *Informer, want []string) {
 	t.Helper()
-	eventually(t, "store keys", func() error {
+	cachetest.Eventually(t, "store keys", func(context.Context) error {
 		if got := storeKeys(inf); !equalStrings(got, want) {
 			return fmt.Errorf("store keys %v, want %v", got, want)
 		}
@@ -276,13 +262,13 @@ func TestIntegrationWildcardInformer(t *testing.T) {
 	}
 	expected[ToKey("beige", "org", "", exportName)] = "2"
 	delete(expected, ToKey("cyan", "root", "", exportName))
-	eventually(t, "store after update and delete", func() error { return compareObjects(storeObjects(inf), expected) })
-	eventually(t, "handler view after update and delete", func() error { return view.check(expected) })
+	cachetest.Eventually(t, "store after update and delete", func(context.Context) error { return compareObjects(storeObjects(inf), expected) })
+	cachetest.Eventually(t, "handler view after update and delete", func(context.Context) error { return view.check(expected) })
 
 	if _, err := (Fallback{Cache: idx, Resource: apiExports}).GetByPathAndName(pathOf("cyan", "root"), exportName); !apierrors.IsNotFound(err) {
 		t.Errorf("deleted object: err %v, want NotFound", err)
 	}
-	eventually(t, "watching", func() error {
+	cachetest.Eventually(t, "watching", func(context.Context) error {
 		if last, watching := inf.Freshness(); last.IsZero() || !watching {
 			return fmt.Errorf("freshness (%v, %v)", last, watching)
 		}
@@ -312,7 +298,7 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	waitForKeys(t, inf, want)
 	syncedBefore, _ := inf.Freshness()
 
-	srv.Restart(t)
+	srv.RestartServer(t)
 	// An in-process server does not take its connections with it when it
 	// stops, and one still shutting down keeps answering on them. Cut them,
 	// as the exit of a server process would, so the informer must reconnect
@@ -337,15 +323,15 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	delete(expected, ToKey("amber", "org", "", exportName))
 	expected[ToKey("cyan", "new", "", exportName)] = ""
 
-	eventually(t, "store after restart", func() error { return compareObjects(storeObjects(inf), expected) })
-	eventually(t, "handler view after restart", func() error { return view.check(expected) })
+	cachetest.Eventually(t, "store after restart", func(context.Context) error { return compareObjects(storeObjects(inf), expected) })
+	cachetest.Eventually(t, "handler view after restart", func(context.Context) error { return view.check(expected) })
 	if n := len(inf.GetIndexer().ListKeys()); n != len(expected) {
 		t.Errorf("store holds %d keys, want %d", n, len(expected))
 	}
 	if objs, err := ListByCluster(inf.GetIndexer(), "root"); err != nil || len(objs) != len(shards) {
 		t.Errorf("cluster index after restart: %d objects, err %v", len(objs), err)
 	}
-	eventually(t, "watching the new server", func() error {
+	cachetest.Eventually(t, "watching the new server", func(context.Context) error {
 		if _, watching := inf.Freshness(); !watching {
 			return errors.New("not watching")
 		}
@@ -394,7 +380,7 @@ type requestLog struct {
 }
 
 func (l *requestLog) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		l.mu.Lock()
 		l.urls = append(l.urls, *req.URL)
 		l.times = append(l.times, time.Now())
@@ -422,10 +408,6 @@ func (l *requestLog) watchesSince(t time.Time) int {
 	return n
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
 func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
@@ -440,7 +422,7 @@ func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
 	factory, inf := startFactory(t, client)
 	run(t, factory)
 	waitForKeys(t, inf, want)
-	eventually(t, "a watch request", func() error {
+	cachetest.Eventually(t, "a watch request", func(context.Context) error {
 		for _, u := range log.all() {
 			if u.Query().Get("watch") == "true" {
 				return nil

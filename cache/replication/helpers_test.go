@@ -13,12 +13,10 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -26,17 +24,16 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
-	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 // pollTimeout bounds every wait for convergence; convergence normally takes
 // milliseconds, a cache restart a few seconds.
-const pollTimeout = 45 * time.Second
+const pollTimeout = cachetest.DefaultTimeout
 
 var (
 	schemasGVR = DefaultResources()[1].GVR
-	widgetsGVR = schema.GroupVersionResource{Group: "example.dev", Version: "v1", Resource: "widgets"}
+	widgetsGVR = schema.GroupVersionResource{Group: cachetest.WidgetNames.Group, Version: cachetest.WidgetNames.Version, Resource: cachetest.WidgetNames.Resource}
 )
 
 // harness is the world of an integration test: a cache server, and a second
@@ -256,20 +253,7 @@ func placement(u *unstructured.Unstructured) string {
 // waitMirrored waits until the shard's partition mirrors its local objects.
 func (s *shard) waitMirrored(t *testing.T) {
 	t.Helper()
-	eventually(t, "shard "+s.name+" mirrored in the cache", s.mirrorDiff)
-}
-
-// eventually polls f until it returns nil, failing the test at the deadline.
-func eventually(t *testing.T, what string, f func(context.Context) error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 25*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		last = f(ctx)
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("%s: not reached within %v: %v", what, pollTimeout, last)
-	}
+	cachetest.Eventually(t, "shard "+s.name+" mirrored in the cache", s.mirrorDiff)
 }
 
 // object builds a cluster-scoped or namespaced test object.
@@ -301,7 +285,7 @@ func mustCreate(t *testing.T, ri dynamic.ResourceInterface, u *unstructured.Unst
 func mustMutate(t *testing.T, ri dynamic.ResourceInterface, name string, mutate func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	t.Helper()
 	var out *unstructured.Unstructured
-	eventually(t, "updating "+name, func(ctx context.Context) error {
+	cachetest.Eventually(t, "updating "+name, func(ctx context.Context) error {
 		u, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -318,25 +302,6 @@ func mustDelete(t *testing.T, ri dynamic.ResourceInterface, name string) {
 	if err := ri.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("deleting %s: %v", name, err)
 	}
-}
-
-// installWidgets serves a namespaced schema-less type on srv, created at
-// runtime through the unprefixed path as an operator would.
-func installWidgets(t *testing.T, srv *cachetest.Server) {
-	t.Helper()
-	crd := server.SchemalessCRD(server.CRDNames{Group: widgetsGVR.Group, Version: widgetsGVR.Version, Resource: widgetsGVR.Resource, Kind: "Widget", Namespaced: true})
-	c, err := apiextensionsclient.NewForConfig(srv.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatalf("creating the widgets CRD: %v", err)
-	}
-	dyn := clusterClient(t, srv.Config())
-	eventually(t, "widgets served", func(ctx context.Context) error {
-		_, err := dyn.Cluster("probe", "root").Resource(widgetsGVR).Namespace("default").List(ctx, metav1.ListOptions{})
-		return err
-	})
 }
 
 // outage makes the cache unreachable for one client: while down is set every
@@ -373,7 +338,7 @@ func (o *outage) cut() {
 }
 
 func (o *outage) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+	return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
 		if o.down.Load() {
 			if req.Body != nil {
 				_ = req.Body.Close()
@@ -386,8 +351,3 @@ func (o *outage) wrap(rt http.RoundTripper) http.RoundTripper {
 		return rt.RoundTrip(req)
 	})
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-// RoundTrip implements http.RoundTripper.
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -26,7 +27,7 @@ func TestInitialSyncLogsProgressAndCompletion(t *testing.T) {
 		c.logProgress(ctx)
 	}()
 	c.initial.finished(exportKey())
-	eventually(t, "a progress line", func(context.Context) error {
+	cachetest.Eventually(t, "a progress line", func(context.Context) error {
 		if !hasLine(buffer.String(), "Initial replication in progress", "done=1 total=2") {
 			return errors.New("no progress line with done=1 total=2 yet")
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 var clusters = []string{"root", "org", "team"}
@@ -129,8 +130,8 @@ func testRepairs(t *testing.T, h *harness) {
 }
 
 func testExtraResourcesAndFilters(t *testing.T, h *harness) {
-	installWidgets(t, h.cache)
-	installWidgets(t, h.local)
+	h.cache.InstallCRD(t, cachetest.WidgetNames)
+	h.local.InstallCRD(t, cachetest.WidgetNames)
 	labelled := func(u *unstructured.Unstructured) bool { return u.GetLabels()["replicate"] == "yes" }
 	withWidgets := func(cfg *Config, _ *rest.Config) {
 		cfg.Resources = append(DefaultResources(), Resource{GVR: widgetsGVR, Kind: "Widget", Filter: labelled})
@@ -267,7 +268,7 @@ func testCacheOutage(t *testing.T, h *harness) {
 	// cache informer must relist from a new server when the cache is back.
 	o.down.Store(true)
 	o.cut()
-	h.cache.Restart(t)
+	h.cache.RestartServer(t)
 	for _, c := range clusters {
 		mustCreate(t, s.localClient(c, exportsGVR), export("born-during-outage", c))
 		mustMutate(t, s.localClient(c, exportsGVR), "changing", func(u *unstructured.Unstructured) {
@@ -275,7 +276,7 @@ func testCacheOutage(t *testing.T, h *harness) {
 		})
 		mustDelete(t, s.localClient(c, exportsGVR), "doomed")
 	}
-	eventually(t, "the controller tries and fails to write", func(context.Context) error {
+	cachetest.Eventually(t, "the controller tries and fails to write", func(context.Context) error {
 		if n := o.refusedWrites.Load(); n < 9 {
 			return fmt.Errorf("%d writes refused so far", n)
 		}

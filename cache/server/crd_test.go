@@ -21,7 +21,7 @@ import (
 func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
-	installWidgets(t, srv)
+	srv.InstallCRD(t, cachetest.WidgetNames)
 	for _, scope := range [][2]string{{"amber", "root"}, {"*", "*"}} {
 		dc, err := discovery.NewDiscoveryClientForConfig(srv.ScopedConfig(scope[0], scope[1]))
 		if err != nil {
@@ -50,14 +50,14 @@ func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
 func TestUnaggregatedDiscoveryListsCRDGroups(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
-	installWidgets(t, srv)
+	srv.InstallCRD(t, cachetest.WidgetNames)
 	for _, scope := range [][2]string{{"amber", "root"}, {"*", "*"}} {
 		cfg := srv.ScopedConfig(scope[0], scope[1])
 		client, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() error {
+		cachetest.Eventually(t, "condition", func(context.Context) error {
 			req, _ := newRequest(context.Background(), "GET", cfg.Host+"/apis", nil)
 			req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
 			req.Header.Set("Accept", "application/json") // explicitly not aggregated
@@ -88,7 +88,7 @@ func TestRuntimeCRDDeletion(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
-	widgets := installWidgets(t, srv)
+	widgets := srv.InstallCRD(t, cachetest.WidgetNames)
 	if _, err := dyn(t, srv, "blue", "org1").Resource(widgets).Namespace("default").Create(ctx, newObject(widgets, "Widget", "default", "w", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestRuntimeCRDDeletion(t *testing.T) {
 	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.example.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting an unused CRD: %v", err)
 	}
-	eventually(t, func() error {
+	cachetest.Eventually(t, "condition", func(context.Context) error {
 		_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.dev", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -39,7 +39,7 @@ func createCRD(t *testing.T, srv *cachetest.Server, crd *apiextensionsv1.CustomR
 		t.Fatalf("creating CRD: %v", err)
 	}
 	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
-	eventually(t, func() error {
+	cachetest.Eventually(t, "condition", func(context.Context) error {
 		_, err := dyn(t, srv, "amber", "root").Resource(gvr).List(ctx, metav1.ListOptions{})
 		return err
 	})
@@ -162,21 +162,21 @@ func TestRestartWithAnAddedVersion(t *testing.T) {
 			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"}),
 		}
 	}
-	srv := cachetest.StartServer(t, oneVersion)
+	srv := cachetest.StartServer(t, cachetest.WithConfig(oneVersion))
 	ctx := testContext(t)
 	if _, err := dyn(t, srv, "amber", "root").Resource(apiExports).Create(ctx, apiExport("old", map[string]interface{}{"a": "b"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
 	// As kcp's APIExports gained v1alpha2, which became the storage version.
-	srv.Restart(t, func(cfg *server.Config) {
+	srv.RestartServer(t, cachetest.WithConfig(func(cfg *server.Config) {
 		crd := server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"})
 		v2 := *crd.Spec.Versions[0].DeepCopy()
 		v2.Name = "v1alpha2"
 		crd.Spec.Versions[0].Storage = false
 		crd.Spec.Versions = append(crd.Spec.Versions, v2)
 		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{crd}
-	})
+	}))
 	for _, version := range []string{"v1alpha1", "v1alpha2"} {
 		gvr := apiExports
 		gvr.Version = version
@@ -227,9 +227,9 @@ func TestExistingObjectsAreNeverReportedAbsentDuringAStart(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	srv.Restart(t)
+	srv.RestartServer(t)
 	// A few more answers from the ready server.
-	eventually(t, func() error {
+	cachetest.Eventually(t, "condition", func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if codes[http.StatusOK] < 5 {
@@ -263,7 +263,7 @@ func TestATypeRegisteredWithoutACRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error {
+	cachetest.Eventually(t, "condition", func(context.Context) error {
 		_, err := c.Create(ctx, newObject(gadgets, "Gadget", "ns", "g1", map[string]interface{}{"x": "y"}), metav1.CreateOptions{})
 		return err
 	})
@@ -344,18 +344,18 @@ func TestRestartThatRemovesAStoredVersionIsRefused(t *testing.T) {
 
 	// v1alpha1 was the storage version; a declaration with v1alpha2 alone
 	// would orphan it.
-	srv.RestartUnready(t, func(cfg *server.Config) {
+	srv.RestartServerUnready(t, cachetest.WithConfig(func(cfg *server.Config) {
 		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{
 			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports", Kind: "APIExport"}),
 			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas", Kind: "APIResourceSchema"}),
 		}
-	})
+	}))
 	client, err := rest.HTTPClientFor(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var body string
-	eventually(t, func() error {
+	cachetest.Eventually(t, "condition", func(context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.Config().Host+"/readyz/"+server.TypesReadyCheckName, nil)
 		resp, err := client.Do(req)
 		if err != nil {
@@ -393,7 +393,7 @@ func TestWatchCacheReleasesTheHistoryOfAMassDeletion(t *testing.T) {
 		g.HistoryTrim = partition.HistoryTrim{MinDeletes: 5, Idle: time.Second}
 		cfg.Apiextensions.GenericConfig.RESTOptionsGetter = g
 	}
-	srv := cachetest.StartServer(t, quickTrim)
+	srv := cachetest.StartServer(t, cachetest.WithConfig(quickTrim))
 	ctx := testContext(t)
 	c := dyn(t, srv, "amber", "root").Resource(apiExports)
 	for i := 0; i < 8; i++ {
@@ -428,7 +428,7 @@ func TestWatchCacheReleasesTheHistoryOfAMassDeletion(t *testing.T) {
 		t.Errorf("the watch saw %d deletions before it ended, want 6", deleted)
 	}
 	// The relisted cache serves what is left, and new changes.
-	eventually(t, func() error {
+	cachetest.Eventually(t, "the relisted cache serves what is left", func(context.Context) error {
 		list, err := dyn(t, srv, "*", "*").Resource(apiExports).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -442,7 +442,7 @@ func TestWatchCacheReleasesTheHistoryOfAMassDeletion(t *testing.T) {
 		t.Fatal(err)
 	}
 	// resourceVersion=0 reads the watch cache, which sees the create soon.
-	eventually(t, func() error {
+	cachetest.Eventually(t, "the watch cache sees the create", func(context.Context) error {
 		_, err := c.Get(ctx, "after", metav1.GetOptions{ResourceVersion: "0"})
 		return err
 	})

@@ -10,15 +10,11 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -60,41 +56,6 @@ func newObject(gvr schema.GroupVersionResource, kind, namespace, name string, sp
 
 func apiExport(name string, spec map[string]interface{}) *unstructured.Unstructured {
 	return newObject(apiExports, "APIExport", "", name, spec)
-}
-
-// namespacedCRD installs a namespaced schema-less type at runtime through
-// the unprefixed (system) path, as an operator would, and waits until every
-// partition serves it.
-func installWidgets(t *testing.T, srv *cachetest.Server) schema.GroupVersionResource {
-	t.Helper()
-	ctx := testContext(t)
-	crd := server.SchemalessCRD(server.CRDNames{Group: "example.dev", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true})
-	client, err := apiextensionsclient.NewForConfig(srv.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating CRD: %v", err)
-	}
-	gvr := schema.GroupVersionResource{Group: "example.dev", Version: "v1", Resource: "widgets"}
-	eventually(t, func() error {
-		_, err := dyn(t, srv, "amber", "root").Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{})
-		return err
-	})
-	return gvr
-}
-
-// eventually polls f until it returns nil, failing the test after a deadline.
-func eventually(t *testing.T, f func() error) {
-	t.Helper()
-	var last error
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		last = f()
-		return last == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("condition not met before the deadline: %v", last)
-	}
 }
 
 // partitionOf renders an object's partition and name for comparisons.

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -97,4 +99,22 @@ func randomToken() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(raw), nil
+}
+
+// RunMounted runs host and the cache mounted in it until ctx is done. The
+// cache stops first, then the host, whose etcd the cache may share; a host
+// that fails stops the cache. It returns both Run errors.
+func RunMounted(ctx context.Context, host, mounted *Server) error {
+	cacheCtx, stopCache := context.WithCancel(ctx)
+	defer stopCache()
+	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHost()
+	hostDone := make(chan error, 1)
+	go func() {
+		hostDone <- host.PrepareRun().Run(hostCtx)
+		stopCache()
+	}()
+	cacheErr := mounted.PrepareRun().Run(cacheCtx)
+	stopHost()
+	return errors.Join(<-hostDone, cacheErr)
 }

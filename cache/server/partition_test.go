@@ -21,7 +21,7 @@ var partitions = [][2]string{{"amber", "root"}, {"amber", "org1"}, {"blue", "roo
 func populate(t *testing.T, srv *cachetest.Server) schema.GroupVersionResource {
 	t.Helper()
 	ctx := testContext(t)
-	widgets := installWidgets(t, srv)
+	widgets := srv.InstallCRD(t, cachetest.WidgetNames)
 	for _, p := range partitions {
 		c := dyn(t, srv, p[0], p[1])
 		marker := map[string]interface{}{"partition": p[0] + "/" + p[1]}

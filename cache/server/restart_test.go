@@ -27,7 +27,7 @@ func TestRestartKeepsEveryPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.Restart(t)
+	srv.RestartServer(t)
 
 	after, err := dyn(t, srv, "*", "*").Resource(apiExports).List(ctx, metav1.ListOptions{})
 	if err != nil {

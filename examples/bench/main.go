@@ -188,7 +188,11 @@ func run(cfg config) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer srv.stop()
+	defer func() {
+		if err := srv.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the server:", err)
+		}
+	}()
 	rep.Environment["server_ready_after"] = time.Since(started).Round(time.Millisecond).String()
 
 	b, err := newBench(cfg, srv, rep, profile)

@@ -3,22 +3,22 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/examples/internal/run"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
 )
@@ -35,8 +35,8 @@ type demo struct {
 	root    string
 	logPath string
 	step    int
-	cache   *run.Server
-	shards  map[string]*run.Server
+	cache   *cachetest.Server
+	shards  map[string]*run.Shard
 }
 
 // newDemo sends every server's log (klog and etcd's) to servers.log, so that
@@ -50,7 +50,7 @@ func newDemo(root string) (*demo, error) {
 	if err := syscall.Dup3(int(f.Fd()), int(os.Stderr.Fd()), 0); err != nil {
 		return nil, fmt.Errorf("redirecting server logs: %w", err)
 	}
-	return &demo{root: root, logPath: logPath, shards: map[string]*run.Server{}}, nil
+	return &demo{root: root, logPath: logPath, shards: map[string]*run.Shard{}}, nil
 }
 
 func (d *demo) say(format string, args ...interface{}) {
@@ -69,13 +69,13 @@ func (d *demo) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	detail("serving %s/services/cache/shards/{shard}/clusters/{cluster}/...", cache.Config.Host)
-	detail("admin kubeconfig: %s", cache.Kubeconfig)
+	detail("serving %s/services/cache/shards/{shard}/clusters/{cluster}/...", cache.Config().Host)
+	detail("admin kubeconfig: %s", cache.Kubeconfig())
 
 	d.say("Starting shards alpha and beta; each pushes its APIExports and APIResourceSchemas into the cache")
 	for _, name := range []string{"alpha", "beta"} {
-		s, err := run.Shard(ctx, filepath.Join(d.root, name), name, func(o *shardserver.Options) {
-			o.Cache.CacheKubeconfig = cache.Kubeconfig
+		s, err := run.StartShard(ctx, filepath.Join(d.root, name), name, func(o *shardserver.Options) {
+			o.Cache.CacheKubeconfig = cache.Kubeconfig()
 		})
 		d.shards[name] = s
 		if err != nil {
@@ -97,8 +97,8 @@ func (d *demo) run(ctx context.Context) error {
 	detail("APIExport %s|%s uid=%s", exportCluster, exportName, export.GetUID())
 
 	d.say("Waiting for the cache to hold alpha's copies")
-	everywhere := scoped(cache.Config, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "*", Cluster: "*"}))
-	if err := eventually(ctx, func() error { return expectCopies(ctx, everywhere, 1, 1) }); err != nil {
+	everywhere := scoped(cache.Config(), kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "*", Cluster: "*"}))
+	if err := cachetest.Poll(ctx, func(context.Context) error { return expectCopies(ctx, everywhere, 1, 1) }); err != nil {
 		return err
 	}
 	if err := printCopies(ctx, everywhere); err != nil {
@@ -112,7 +112,9 @@ func (d *demo) run(ctx context.Context) error {
 	}
 
 	d.say("Stopping shard alpha")
-	d.shards["alpha"].Stop()
+	if err := d.shards["alpha"].Stop(); err != nil {
+		return fmt.Errorf("stopping shard alpha: %w", err)
+	}
 	if _, err := run.Get(ctx, d.shards["alpha"].Config, "/readyz"); err == nil {
 		return fmt.Errorf("shard alpha still answers after stopping")
 	}
@@ -149,7 +151,7 @@ func (d *demo) bindAndWait(ctx context.Context, beta dynamic.Interface, name, ui
 		return err
 	}
 	var status map[string]interface{}
-	err := eventually(ctx, func() error {
+	err := cachetest.Poll(ctx, func(context.Context) error {
 		got, err := beta.Resource(shardserver.APIBindings).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -199,11 +201,23 @@ func printCopies(ctx context.Context, c dynamic.Interface) error {
 	return nil
 }
 
-func (d *demo) stop() {
-	for _, s := range d.shards {
-		s.Stop()
+// stop stops every server that runs, shards before the cache; it reports
+// what failed on the way down.
+func (d *demo) stop() error {
+	var errs []error
+	for name, s := range d.shards {
+		if s != nil {
+			if err := s.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("shard %s: %w", name, err))
+			}
+		}
 	}
-	d.cache.Stop()
+	if d.cache != nil {
+		if err := d.cache.Stop(); err != nil {
+			errs = append(errs, fmt.Errorf("cache server: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // tailLog prints the last n lines of the servers' log.
@@ -238,16 +252,4 @@ func object(gvr schema.GroupVersionResource, kind, name string, spec map[string]
 		"metadata":   map[string]interface{}{"name": name},
 		"spec":       spec,
 	}}
-}
-
-func eventually(ctx context.Context, f func() error) error {
-	var last error
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
-		last = f()
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("gave up waiting: %v", last)
-	}
-	return nil
 }

@@ -11,6 +11,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -44,8 +45,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	err = d.run(ctx)
-	d.stop()
+	err = errors.Join(d.run(ctx), d.stop())
 	if err != nil {
 		fmt.Printf("\nFAILED: %v\nServer logs: %s\n", err, filepath.Join(root, "servers.log"))
 		d.tailLog(os.Stdout, 30)

@@ -1,9 +1,18 @@
-// Package cachetest starts a real cache server for tests: an embedded etcd
-// on free loopback ports (without fsync) and the server on 127.0.0.1 with a
-// kernel-chosen port, both torn down by t.Cleanup. Tests talk to it with
-// client-go over loopback HTTPS, exactly as shards do.
+// Package cachetest starts real cache servers for tests and examples, the
+// one way this repository starts servers in-process: an embedded etcd (on
+// reserved loopback ports, without fsync unless asked) and a cache server
+// on a reserved loopback port, standalone or mounted in a host that stands
+// in for a kcp shard. Tests talk to it with client-go over loopback HTTPS,
+// exactly as shards do; nothing is mocked.
 //
-//	srv := cachetest.StartServer(t)
-//	cfg := srv.ScopedConfig("amber", "root") // .../services/cache/shards/amber/clusters/root
-//	srv.Restart(t)                           // same etcd, same address
+//	srv := cachetest.StartServer(t)                    // stopped by t.Cleanup; Run's error fails the test
+//	srv := cachetest.StartServer(t, cachetest.Mounted("amber"))
+//	cfg := srv.ScopedConfig("amber", "root")           // .../services/cache/shards/amber/clusters/root
+//	srv.RestartServer(t)                               // same etcd, same address
+//	cachetest.Eventually(t, "copied", func(ctx context.Context) error { ... })
+//
+// Outside tests, Start and Stop do the same with errors instead of t, and
+// StartProcess runs any other server (the examples' shard stand-in) the same
+// way: in the background, ready when /readyz answers 200, stopped by Stop,
+// which returns Run's error.
 package cachetest

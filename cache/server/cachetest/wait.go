@@ -51,18 +51,25 @@ func WaitForPath(ctx context.Context, cfg *rest.Config, path string) error {
 	return nil
 }
 
-// Eventually polls f until it returns nil and fails the test with f's last
-// error when DefaultTimeout passes. what names the condition in the failure.
-func Eventually(t testing.TB, what string, f func(ctx context.Context) error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
-	defer cancel()
+// Poll calls f until it returns nil, ctx ends or DefaultTimeout passes;
+// the error then includes f's last error.
+func Poll(ctx context.Context, f func(ctx context.Context) error) error {
 	last := fmt.Errorf("never checked")
-	err := wait.PollUntilContextCancel(ctx, pollInterval, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, DefaultTimeout, true, func(ctx context.Context) (bool, error) {
 		last = f(ctx)
 		return last == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("%s: not so after %s: %v", what, DefaultTimeout, last)
+		return fmt.Errorf("%w; last: %v", err, last)
+	}
+	return nil
+}
+
+// Eventually polls f until it returns nil and fails the test with f's last
+// error when DefaultTimeout passes. what names the condition in the failure.
+func Eventually(t testing.TB, what string, f func(ctx context.Context) error) {
+	t.Helper()
+	if err := Poll(context.Background(), f); err != nil {
+		t.Fatalf("%s: not so within %s: %v", what, DefaultTimeout, err)
 	}
 }

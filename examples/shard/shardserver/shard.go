@@ -2,7 +2,6 @@ package shardserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -150,18 +149,7 @@ func (s *Shard) Run(ctx context.Context) error {
 	if s.mounted == nil {
 		return s.host.PrepareRun().Run(ctx)
 	}
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopHost()
-	hostDone := make(chan error, 1)
-	go func() {
-		hostDone <- s.host.PrepareRun().Run(hostCtx)
-		stopCache()
-	}()
-	cacheErr := s.mounted.PrepareRun().Run(cacheCtx)
-	stopHost()
-	return errors.Join(<-hostDone, cacheErr)
+	return server.RunMounted(ctx, s.host, s.mounted)
 }
 
 // Close stops whatever New started and Run has not stopped: the mounted

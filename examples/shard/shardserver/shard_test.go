@@ -12,12 +12,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/hook"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/examples/internal/run"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
 )
@@ -28,23 +28,31 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-func startShard(t *testing.T, name string, customize func(*shardserver.Options)) *run.Server {
+func startShard(t *testing.T, name string, customize func(*shardserver.Options)) *run.Shard {
 	t.Helper()
-	s, err := run.Shard(testContext(t), filepath.Join(t.TempDir(), name), name, customize)
-	t.Cleanup(s.Stop)
+	s, err := run.StartShard(testContext(t), filepath.Join(t.TempDir(), name), name, customize)
 	if err != nil {
 		t.Fatalf("starting shard %s: %v", name, err)
 	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("shard %s stopped with: %v", name, err)
+		}
+	})
 	return s
 }
 
-func startCache(t *testing.T, root string, port int) *run.Server {
+func startCache(t *testing.T, root string, port int) *cachetest.Server {
 	t.Helper()
 	c, err := run.Cache(testContext(t), root, port)
-	t.Cleanup(c.Stop)
 	if err != nil {
 		t.Fatalf("starting the cache: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("the cache stopped with: %v", err)
+		}
+	})
 	return c
 }
 
@@ -70,17 +78,6 @@ func object(kind, name string, spec map[string]interface{}) *unstructured.Unstru
 		"metadata":   map[string]interface{}{"name": name},
 		"spec":       spec,
 	}}
-}
-
-func eventually(t *testing.T, f func() error) {
-	t.Helper()
-	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
-		last = f()
-		return last == nil, nil
-	}); err != nil {
-		t.Fatalf("condition not met before the deadline: %v", last)
-	}
 }
 
 // copies lists the APIExports in a cache scope as "shard/cluster/name".
@@ -132,17 +129,20 @@ func TestShardServesItsAPIsAndTheCacheOnOnePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := scoped(t, alpha.Config, cacheScope("*", "*"))
-	eventually(t, func() error { return expectCopies(ctx, cache, "alpha/root/payments") })
+	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/payments") })
 	local, err := own.Resource(shardserver.APIExports).List(ctx, metav1.ListOptions{})
-	if err != nil || len(local.Items) != 1 {
-		t.Fatalf("the shard's own API: %v, %d objects", err, len(local.Items))
+	if err != nil {
+		t.Fatalf("listing the shard's own API: %v", err)
+	}
+	if len(local.Items) != 1 {
+		t.Fatalf("the shard's own API holds %d objects, want 1", len(local.Items))
 	}
 	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
 		if err := expectCode(ctx, alpha.Config, p, http.StatusOK); err != nil {
 			t.Error(err)
 		}
 	}
-	eventually(t, func() error { return expectCode(ctx, alpha.Config, hook.StatusPath, http.StatusOK) })
+	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCode(ctx, alpha.Config, hook.StatusPath, http.StatusOK) })
 }
 
 // Two shards push same-named objects into one cache (served in-process by
@@ -151,19 +151,19 @@ func TestTwoShardsPushToOneCache(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	alpha := startShard(t, "alpha", func(o *shardserver.Options) { o.Cache.RunCacheServer = true })
-	beta := startShard(t, "beta", func(o *shardserver.Options) { o.Cache.CacheKubeconfig = alpha.Kubeconfig })
-	for _, s := range []*run.Server{alpha, beta} {
+	beta := startShard(t, "beta", func(o *shardserver.Options) { o.Cache.CacheKubeconfig = alpha.CacheKubeconfig() })
+	for _, s := range []*run.Shard{alpha, beta} {
 		if _, err := scoped(t, s.Config, "/clusters/root").Resource(shardserver.APIExports).Create(ctx, object("APIExport", "same", nil), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	cache := scoped(t, alpha.Config, cacheScope("*", "*"))
-	eventually(t, func() error { return expectCopies(ctx, cache, "alpha/root/same", "beta/root/same") })
+	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/same", "beta/root/same") })
 
 	if err := scoped(t, beta.Config, "/clusters/root").Resource(shardserver.APIExports).Delete(ctx, "same", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error { return expectCopies(ctx, cache, "alpha/root/same") })
+	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/same") })
 }
 
 // A shard whose cache is down at start is ready (its own API works) and
@@ -173,15 +173,17 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 	ctx := testContext(t)
 	cacheRoot := t.TempDir()
 	first := startCache(t, cacheRoot, 0)
-	port := portOf(t, first.Config)
-	kubeconfig := first.Kubeconfig
-	first.Stop()
+	port := first.Options().Port
+	kubeconfig := first.Kubeconfig()
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
 
 	beta := startShard(t, "beta", func(o *shardserver.Options) { o.Cache.CacheKubeconfig = kubeconfig })
 	if err := expectCode(ctx, beta.Config, "/readyz", http.StatusOK); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, func() error {
+	cachetest.Eventually(t, "condition", func(context.Context) error {
 		reason, _, _ := beta.Shard.Hook().Status().Get()
 		if reason != hook.ReasonCacheUnreachable {
 			return fmt.Errorf("degraded reason %q, want %q", reason, hook.ReasonCacheUnreachable)
@@ -204,9 +206,9 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 	}
 
 	second := startCache(t, cacheRoot, port)
-	cache := scoped(t, second.Config, cacheScope("*", "*"))
-	eventually(t, func() error { return expectCopies(ctx, cache, "beta/root/a", "beta/root/b") })
-	eventually(t, func() error { return expectCode(ctx, beta.Config, hook.StatusPath, http.StatusOK) })
+	cache := scoped(t, second.Config(), cacheScope("*", "*"))
+	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "beta/root/a", "beta/root/b") })
+	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCode(ctx, beta.Config, hook.StatusPath, http.StatusOK) })
 }
 
 // With the origin shard gone, another shard still resolves its exports
@@ -215,7 +217,7 @@ func TestFallbackLookupsSurviveTheOriginShard(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
 	cache := startCache(t, t.TempDir(), 0)
-	use := func(o *shardserver.Options) { o.Cache.CacheKubeconfig = cache.Kubeconfig }
+	use := func(o *shardserver.Options) { o.Cache.CacheKubeconfig = cache.Kubeconfig() }
 	alpha := startShard(t, "alpha", use)
 	beta := startShard(t, "beta", use)
 
@@ -230,7 +232,7 @@ func TestFallbackLookupsSurviveTheOriginShard(t *testing.T) {
 		if _, err := bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, func() error {
+		cachetest.Eventually(t, "condition", func(context.Context) error {
 			got, err := bindings.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -245,22 +247,11 @@ func TestFallbackLookupsSurviveTheOriginShard(t *testing.T) {
 		})
 	}
 	bind("before")
-	alpha.Stop()
+	if err := alpha.Stop(); err != nil {
+		t.Fatalf("stopping shard alpha: %v", err)
+	}
 	if _, err := run.Get(ctx, alpha.Config, "/readyz"); err == nil {
 		t.Fatal("shard alpha still answers")
 	}
 	bind("after")
-}
-
-func portOf(t *testing.T, cfg *rest.Config) int {
-	t.Helper()
-	u, _, err := rest.DefaultServerUrlFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var port int
-	if _, err := fmt.Sscanf(u.Port(), "%d", &port); err != nil {
-		t.Fatal(err)
-	}
-	return port
 }

@@ -1,0 +1,340 @@
+package cachetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/internal/ports"
+)
+
+// DefaultHostShard is the shard a mounted cache's host holds.
+const DefaultHostShard = "amber"
+
+// hostEtcdPrefix is where a mounted cache's host keeps its own objects, next
+// to the cache's prefix in the same etcd.
+const hostEtcdPrefix = "/shard"
+
+// Options says what Start starts. The zero value is a standalone cache server
+// on a reserved loopback port, with an etcd of its own that does not fsync,
+// both in temporary directories.
+type Options struct {
+	// RootDirectory holds the serving certificate, admin token and
+	// kubeconfig. Empty: a temporary directory that Stop removes. A
+	// server started again on the same directory and Port keeps its
+	// kubeconfig valid.
+	RootDirectory string
+	// EtcdDirectory holds etcd's data. Empty: a temporary directory that
+	// Stop removes.
+	EtcdDirectory string
+	// Port is the server's loopback port. Zero: a reserved free port.
+	Port int
+	// Durable makes etcd fsync, as production does: for measurements.
+	// Tests leave it off; fsync dominates their latency.
+	Durable bool
+
+	// Mounted serves the cache under /services/cache/ of a host server
+	// instead of on a port of its own, as a kcp shard with
+	// --run-cache-server does. The host is a stand-in for the shard: it
+	// holds HostShard's own objects under /clusters/{cluster}/, in the
+	// same etcd under another prefix.
+	Mounted bool
+	// HostShard names the host's shard. Empty: DefaultHostShard.
+	HostShard string
+
+	// Configure, when set, changes the cache server's configuration before
+	// it is completed, at every start (its bootstrapped types, say).
+	Configure func(*server.Config)
+}
+
+// Server is an etcd and a cache server (and, when mounted, its host) running
+// in this process on loopback.
+type Server struct {
+	opts       Options
+	tempDirs   []string
+	etcd       *embeddedetcd.Server
+	etcdClient *clientv3.Client
+	etcdPrefix string
+
+	process    *Process
+	server     *server.Server
+	config     *rest.Config
+	hostConfig *rest.Config
+	kubeconfig string
+}
+
+// Start starts etcd and the server and waits until the server is ready. ctx
+// bounds only the start and carries the logger; the servers run until Stop.
+// On error nothing keeps running.
+func Start(ctx context.Context, opts Options) (_ *Server, err error) {
+	s := &Server{opts: opts, etcdPrefix: options.DefaultEtcdPrefix}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.Stop())
+		}
+	}()
+	if s.opts.HostShard == "" {
+		s.opts.HostShard = DefaultHostShard
+	}
+	if s.opts.RootDirectory, err = s.dirOrTemp(s.opts.RootDirectory); err != nil {
+		return nil, err
+	}
+	if s.opts.EtcdDirectory, err = s.dirOrTemp(s.opts.EtcdDirectory); err != nil {
+		return nil, err
+	}
+	if s.opts.Port == 0 {
+		if s.opts.Port, err = ports.Reserve(); err != nil {
+			return nil, err
+		}
+	}
+	s.etcd, err = embeddedetcd.Start(ctx, embeddedetcd.Config{Directory: s.opts.EtcdDirectory, UnsafeNoFsync: !s.opts.Durable})
+	if err != nil {
+		return nil, fmt.Errorf("starting etcd: %w", err)
+	}
+	s.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.ClientURL()}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	if err := s.startServer(ctx, "/readyz"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) dirOrTemp(dir string) (string, error) {
+	if dir != "" {
+		return dir, nil
+	}
+	dir, err := os.MkdirTemp("", "kcp-cache-test-")
+	if err != nil {
+		return "", err
+	}
+	s.tempDirs = append(s.tempDirs, dir)
+	return dir, nil
+}
+
+// startServer builds and runs the server on the running etcd and waits
+// until readyPath answers 200.
+func (s *Server) startServer(ctx context.Context, readyPath string) error {
+	logger := klog.FromContext(ctx).WithName("cache-server")
+	ctx = klog.NewContext(ctx, logger)
+	var run func(context.Context) error
+	var err error
+	if s.opts.Mounted {
+		run, err = s.newMounted(ctx)
+	} else {
+		run, err = s.newStandalone(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	ready := s.config
+	if s.hostConfig != nil {
+		ready = s.hostConfig
+	}
+	s.process, err = startProcess(ctx, ready, readyPath, run)
+	return err
+}
+
+func (s *Server) serverOptions(root, etcdPrefix string) *options.Options {
+	opts := options.NewOptions()
+	opts.RootDirectory = root
+	opts.Etcd.StorageConfig.Transport.ServerList = []string{s.etcd.ClientURL()}
+	opts.Etcd.StorageConfig.Prefix = etcdPrefix
+	return opts
+}
+
+// listen opens the server's loopback listener on the reserved port.
+func (s *Server) listen(opts *options.Options) error {
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port))
+	listener, port, err := genericoptions.CreateListener("tcp", addr, net.ListenConfig{})
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", addr, err)
+	}
+	opts.SecureServing.Listener, opts.SecureServing.BindPort = listener, port
+	opts.SecureServing.BindAddress = net.ParseIP("127.0.0.1")
+	return nil
+}
+
+func newConfig(opts *options.Options, build func(options.CompletedOptions) (*server.Config, error)) (*server.Config, error) {
+	completed, err := opts.Complete()
+	if err != nil {
+		return nil, err
+	}
+	if errs := completed.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid options: %v", errs)
+	}
+	return build(completed)
+}
+
+func (s *Server) newStandalone(ctx context.Context) (func(context.Context) error, error) {
+	opts := s.serverOptions(s.opts.RootDirectory, s.etcdPrefix)
+	if err := s.listen(opts); err != nil {
+		return nil, err
+	}
+	cfg, err := newConfig(opts, server.NewConfig)
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Configure != nil {
+		s.opts.Configure(cfg)
+	}
+	srv, err := cfg.Complete().New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.server, s.config, s.kubeconfig = srv, srv.AdminConfig(), srv.KubeconfigPath()
+	return func(ctx context.Context) error {
+		defer srv.Close()
+		return srv.PrepareRun().Run(ctx)
+	}, nil
+}
+
+// newMounted builds a host that holds its shard's own objects and the cache
+// mounted under its /services/cache/, as examples/shard does.
+func (s *Server) newMounted(ctx context.Context) (func(context.Context) error, error) {
+	hostOpts := s.serverOptions(s.opts.RootDirectory+"/host", hostEtcdPrefix)
+	if err := s.listen(hostOpts); err != nil {
+		return nil, err
+	}
+	hostCfg, err := newConfig(hostOpts, server.NewConfig)
+	if err != nil {
+		return nil, err
+	}
+	mount := &server.Mount{}
+	hostCfg.StandIn.PathScoper = filters.ClusterPaths(s.opts.HostShard)
+	hostCfg.StandIn.Mount = mount
+	generic := hostCfg.Apiextensions.GenericConfig
+	cacheCfg, err := newConfig(s.serverOptions(s.opts.RootDirectory, s.etcdPrefix), func(o options.CompletedOptions) (*server.Config, error) {
+		return server.NewMountedConfig(o, server.Host{
+			LoopbackClientConfig: generic.LoopbackClientConfig,
+			Authenticator:        generic.Authentication.Authenticator,
+			Authorizer:           generic.Authorization.Authorizer,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.opts.Configure != nil {
+		s.opts.Configure(cacheCfg)
+	}
+	host, err := hostCfg.Complete().New(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mounted, err := cacheCfg.Complete().New(ctx)
+	if err != nil {
+		host.Close()
+		return nil, err
+	}
+	mount.Serve(mounted)
+	s.server = mounted
+	s.config, s.hostConfig, s.kubeconfig = mounted.AdminConfig(), host.AdminConfig(), host.KubeconfigPath()
+	return func(ctx context.Context) error {
+		defer host.Close()
+		defer mounted.Close()
+		return server.RunMounted(ctx, host, mounted)
+	}, nil
+}
+
+// Stop stops the server, then etcd, and removes the temporary directories.
+// It returns the server's Run error; it is safe to call more than once.
+func (s *Server) Stop() error {
+	var errs []error
+	if s.process != nil {
+		errs = append(errs, s.process.Stop())
+	}
+	if s.etcdClient != nil {
+		_ = s.etcdClient.Close()
+		s.etcdClient = nil
+	}
+	if s.etcd != nil {
+		s.etcd.Close()
+		s.etcd = nil
+	}
+	for _, dir := range s.tempDirs {
+		errs = append(errs, os.RemoveAll(dir))
+	}
+	s.tempDirs = nil
+	return errors.Join(errs...)
+}
+
+// Restart stops the server and starts a new one on the same etcd, root
+// directory and address; configs returned earlier stay valid. opts change
+// the options first (a new Configure, say). It returns the stopped server's
+// Run error, or the start's.
+func (s *Server) Restart(ctx context.Context, opts ...Option) error {
+	return s.restart(ctx, "/readyz", opts)
+}
+
+// RestartUnready is Restart for a server that must not become ready: it
+// waits for /healthz instead of /readyz.
+func (s *Server) RestartUnready(ctx context.Context, opts ...Option) error {
+	return s.restart(ctx, "/healthz", opts)
+}
+
+func (s *Server) restart(ctx context.Context, readyPath string, opts []Option) error {
+	for _, opt := range opts {
+		opt(&s.opts)
+	}
+	if err := s.process.Stop(); err != nil {
+		return fmt.Errorf("stopping: %w", err)
+	}
+	return s.startServer(ctx, readyPath)
+}
+
+// Server is the running cache server (the mounted one, when mounted), for
+// what only the server knows, such as the types it serves.
+func (s *Server) Server() *server.Server { return s.server }
+
+// Config returns an admin client configuration for the cache's root: the
+// server's own root, or the host's when mounted. Append
+// cache.ScopedPathPrefix, or use ScopedConfig.
+func (s *Server) Config() *rest.Config { return rest.CopyConfig(s.config) }
+
+// ScopedConfig returns an admin configuration whose host includes the scope
+// prefix, so ordinary clients address one partition (or a wildcard).
+func (s *Server) ScopedConfig(shard, cluster string) *rest.Config {
+	c := s.Config()
+	c.Host += cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: cluster})
+	return c
+}
+
+// HostConfig returns the host's admin configuration when the cache is
+// mounted (append /clusters/{cluster} for the host shard's own objects), nil
+// otherwise.
+func (s *Server) HostConfig() *rest.Config {
+	if s.hostConfig == nil {
+		return nil
+	}
+	return rest.CopyConfig(s.hostConfig)
+}
+
+// Kubeconfig is the admin kubeconfig the server wrote (the host's, when
+// mounted: the mounted cache accepts the host's credentials).
+func (s *Server) Kubeconfig() string { return s.kubeconfig }
+
+// EtcdClient reads etcd directly, for asserting what was (not) stored.
+func (s *Server) EtcdClient() *clientv3.Client { return s.etcdClient }
+
+// EtcdPrefix is the prefix all cache keys live under.
+func (s *Server) EtcdPrefix() string { return s.etcdPrefix }
+
+// Options returns the options the server runs with, defaults filled in:
+// start another Server with them to come back on the same address and data
+// after Stop (directories Start created itself are gone by then).
+func (s *Server) Options() Options { return s.opts }
