@@ -6,12 +6,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 // A controller on one kcp shard that reads APIExports of every shard from
@@ -21,7 +24,19 @@ func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	cfg, err := client.ConfigFromKubeconfig("/etc/kcp/cache.kubeconfig", "")
+	// A real cache server on loopback; a shard reads the kubeconfig the
+	// cache server wrote, here as in production.
+	srv, err := cachetest.Start(ctx, cachetest.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() {
+		if err := srv.Stop(); err != nil {
+			fmt.Println(err)
+		}
+	}()
+	cfg, err := client.ConfigFromKubeconfig(srv.Kubeconfig(), "")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -32,7 +47,22 @@ func Example() {
 		return
 	}
 
+	// What shard amber's replication would have pushed: one APIExport of
+	// the logical cluster 2x9j3n5h, whose workspace path is root:org:team.
 	apiExports := schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}
+	pushed := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "apis.kcp.io/v1alpha1",
+		"kind":       "APIExport",
+		"metadata": map[string]interface{}{
+			"name":        "kubernetes",
+			"annotations": map[string]interface{}{kcpcache.AnnotationPath: "root:org:team"},
+		},
+	}}
+	if _, err := cacheClient.Cluster("amber", "2x9j3n5h").Resource(apiExports).Create(ctx, pushed, metav1.CreateOptions{}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
 	// The zero scope is */*: every shard, every logical cluster.
 	factory := client.NewInformerFactory(cacheClient, kcpcache.Scope{}, 10*time.Hour)
 	defer factory.Shutdown()
@@ -46,11 +76,12 @@ func Example() {
 			queue.Add(key)
 		}
 	}
-	if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	registration, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
 		DeleteFunc: enqueue,
-	}); err != nil {
+	})
+	if err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -62,8 +93,16 @@ func Example() {
 			return
 		}
 	}
-	if last, watching := informer.Freshness(); !watching {
-		fmt.Println("cache view is stale since", last)
+	// The handler runs on its own goroutine: wait until it has seen the
+	// initial list before draining the queue.
+	if !toolscache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
+		fmt.Println("handler did not sync")
+		return
+	}
+	// Freshness says how old the view is; a controller would report a
+	// view that stays stale (not watching) as degraded.
+	if last, _ := informer.Freshness(); last.IsZero() {
+		fmt.Println("cache view never synced")
 	}
 
 	// Workers: split the key, read the copy from the informer's store.
@@ -93,4 +132,7 @@ func Example() {
 	default:
 		fmt.Println("found", export.GetName(), "on shard", export.GetAnnotations()[kcpcache.AnnotationShard])
 	}
+	// Output:
+	// APIExport kubernetes of cluster 2x9j3n5h on shard amber is true
+	// found kubernetes on shard amber
 }

@@ -17,10 +17,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 // timeout bounds every wait; waits end as soon as their event happens.
-const timeout = 30 * time.Second
+const timeout = cachetest.DefaultTimeout
 
 var apiExportsGVR = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}
 
@@ -182,18 +184,21 @@ func (h *recordingHandler) expectUnordered(t *testing.T, want ...event) {
 	}
 }
 
-// noMoreEvents checks that nothing is queued now.
-func (h *recordingHandler) noMoreEvents(t *testing.T) {
+// noMoreEvents checks that the handler received nothing beyond what the
+// test expected so far. The handler runs on the informer's goroutine, so an
+// empty channel proves nothing; instead a sentinel object goes through w
+// and must be the next event: events are delivered in order, so anything
+// unexpected would arrive before it. The sentinel stays in the store, in a
+// partition no test uses.
+func (h *recordingHandler) noMoreEvents(t *testing.T, w *watch.RaceFreeFakeWatcher) {
 	t.Helper()
-	select {
-	case e := <-h.events:
-		t.Fatalf("unexpected event %v", e)
-	default:
-	}
+	w.Add(withRV(obj("sentinel", "sentinel", "", "sentinel", ""), "999"))
+	h.expect(t, event{"add", "sentinel|sentinel|sentinel", false})
 }
 
-// runInformer runs inf until the test ends and waits for it to stop then.
-func runInformer(t *testing.T, inf *Informer) {
+// runInformer runs inf until the test ends, or until the returned stop is
+// called, and waits for it to stop then; stop may be called more than once.
+func runInformer(t *testing.T, inf *Informer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -201,13 +206,15 @@ func runInformer(t *testing.T, inf *Informer) {
 		defer close(done)
 		inf.RunWithContext(ctx)
 	}()
-	t.Cleanup(func() {
+	stop = func() {
 		cancel()
 		<-done
 		if !inf.IsStopped() {
 			t.Error("informer not stopped after Run returned")
 		}
-	})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 func waitSynced(t *testing.T, checker cache.DoneChecker) {
@@ -322,7 +329,7 @@ func TestInformerEvents(t *testing.T) {
 	if got.GetLabels()["changed"] != "yes" {
 		t.Errorf("store has a stale object: %v", got.GetLabels())
 	}
-	h.noMoreEvents(t)
+	h.noMoreEvents(t, w)
 }
 
 // TestInformerRelist checks that a relist deletes what vanished, updates what
@@ -352,13 +359,12 @@ func TestInformerRelist(t *testing.T) {
 		event{"delete-tombstone", "beige|root|keep", false},
 		event{"update", "amber|root|change", false},
 		event{"add", "cyan|org|keep", false})
-	lw.nextWatcher(t)
-	h.noMoreEvents(t)
 	keys := inf.GetIndexer().ListKeys()
 	sort.Strings(keys)
 	if want := []string{"amber|root|change", "amber|root|keep", "cyan|org|keep"}; !equalStrings(keys, want) {
 		t.Errorf("store keys %v, want %v", keys, want)
 	}
+	h.noMoreEvents(t, lw.nextWatcher(t))
 }
 
 func TestInformerLateHandlerGetsReplay(t *testing.T) {
@@ -421,7 +427,7 @@ func TestInformerRemoveEventHandler(t *testing.T) {
 	if _, err := inf.AddEventHandler(kept); err != nil {
 		t.Fatal(err)
 	}
-	runInformer(t, inf)
+	stop := runInformer(t, inf)
 	w := lw.nextWatcher(t)
 	if err := inf.RemoveEventHandler(removedReg); err != nil {
 		t.Fatal(err)
@@ -432,7 +438,15 @@ func TestInformerRemoveEventHandler(t *testing.T) {
 	w.Add(withRV(obj("amber", "root", "", "x", ""), "11"))
 	kept.expect(t, event{"add", "amber|root|x", false})
 	// The removed handler was stopped before the event was queued to anyone.
-	removed.noMoreEvents(t)
+	// Every handler runs on a goroutine of its own, so a sentinel sent to
+	// the others cannot prove that this one got nothing; a stopped informer
+	// can, because Run returns only after its handler goroutines did.
+	stop()
+	select {
+	case e := <-removed.events:
+		t.Errorf("the removed handler got %v", e)
+	default:
+	}
 }
 
 func TestInformerLifecycleErrors(t *testing.T) {
@@ -502,7 +516,9 @@ func TestInformerResyncGoesToHandlersThatAsk(t *testing.T) {
 	runInformer(t, inf)
 	wants.expect(t, event{"add", "amber|root|x", true}, event{"update", "amber|root|x", false})
 	refuses.expect(t, event{"add", "amber|root|x", true})
-	refuses.noMoreEvents(t)
+	// The resync that wants got was queued to every handler before the
+	// sentinel, so refuses would see it first.
+	refuses.noMoreEvents(t, lw.nextWatcher(t))
 }
 
 func TestInformerFreshness(t *testing.T) {

@@ -2,11 +2,17 @@ package client
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 func TestInformerFactoryScopeDefaults(t *testing.T) {
@@ -65,8 +71,16 @@ func TestInformerFactoryStartAfterShutdown(t *testing.T) {
 // TestInformerFactoryShutdownStopsInformers runs an informer against a server
 // that never answers usefully, and checks that Shutdown ends it.
 func TestInformerFactoryShutdownStopsInformers(t *testing.T) {
-	srv := newFakeServer(t)
-	srv.Close() // refuse every connection
+	// A server that fails every request: the informer lists, fails and
+	// retries, and never syncs.
+	var lists atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/apiexports") {
+			lists.Add(1)
+		}
+		http.Error(w, "unavailable", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
 	client, err := NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
@@ -74,10 +88,18 @@ func TestInformerFactoryShutdownStopsInformers(t *testing.T) {
 	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
 	inf := f.ForResource(apiExportsGVR)
 	f.Start(context.Background())
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if got := f.WaitForCacheSync(ctx); got[apiExportsGVR] {
-		t.Error("synced without a server")
+	// A second list attempt means the first one has failed, so the
+	// informer had its chance to (wrongly) call itself synced.
+	if err := cachetest.Poll(context.Background(), func(context.Context) error {
+		if n := lists.Load(); n < 2 {
+			return fmt.Errorf("%d list attempts, want 2", n)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if inf.HasSynced() {
+		t.Error("synced although every list failed")
 	}
 	f.Shutdown()
 	if !inf.IsStopped() {
