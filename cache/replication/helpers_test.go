@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -235,10 +236,33 @@ func copyProblem(shard string, local, c *unstructured.Unstructured) string {
 		return fmt.Sprintf("original-resource-version %q, want %q", c.GetAnnotations()[kcpcache.AnnotationOriginalResourceVersion], local.GetResourceVersion())
 	case c.GetAnnotations()[kcpcache.AnnotationOriginalResourceUID] != string(local.GetUID()):
 		return "original-resource-UID differs"
-	case !sameContent(desiredCopy(shard, local), c):
-		return fmt.Sprintf("content differs: local %v, copy %v", local.Object["spec"], c.Object["spec"])
+	case c.GetAnnotations()[kcpcache.AnnotationShard] != shard:
+		return fmt.Sprintf("copy placed in shard %q, want %q", c.GetAnnotations()[kcpcache.AnnotationShard], shard)
+	case !equality.Semantic.DeepEqual(c.Object["spec"], local.Object["spec"]):
+		return fmt.Sprintf("spec differs: local %v, copy %v", local.Object["spec"], c.Object["spec"])
+	case !equality.Semantic.DeepEqual(c.Object["status"], local.Object["status"]):
+		return fmt.Sprintf("status differs: local %v, copy %v", local.Object["status"], c.Object["status"])
+	case !equality.Semantic.DeepEqual(c.GetLabels(), local.GetLabels()):
+		return fmt.Sprintf("labels differ: local %v, copy %v", local.GetLabels(), c.GetLabels())
+	case !equality.Semantic.DeepEqual(originAnnotations(c), originAnnotations(local)):
+		return fmt.Sprintf("annotations differ: local %v, copy %v", local.GetAnnotations(), c.GetAnnotations())
 	}
 	return ""
+}
+
+// originAnnotations are an object's annotations without the ones the cache
+// and the replication set (placement and provenance): what a copy must
+// carry unchanged from its origin.
+func originAnnotations(u *unstructured.Unstructured) map[string]string {
+	out := map[string]string{}
+	for k, v := range u.GetAnnotations() {
+		switch k {
+		case kcpcache.AnnotationShard, kcpcache.AnnotationCluster, kcpcache.AnnotationOriginalResourceVersion, kcpcache.AnnotationOriginalResourceUID:
+		default:
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // placement renders where an object lives: cluster/[namespace/]name.

@@ -39,6 +39,7 @@ func testConverges(t *testing.T, h *harness) {
 		mustCreate(t, s.localClient(c, schemasGVR), object(schemasGVR, "APIResourceSchema", "", "shared", map[string]interface{}{"group": c}))
 	}
 	mustCreate(t, s.localClient("system:admin", exportsGVR), export("shared", "system"))
+	before := readMetrics(t)
 	s.start(t)
 	s.waitMirrored(t)
 	if _, err := s.cacheClient("system:admin", exportsGVR).Get(context.Background(), "shared", metav1.GetOptions{}); err == nil {
@@ -70,19 +71,45 @@ func testConverges(t *testing.T, h *harness) {
 	if after.GetResourceVersion() != untouched.GetResourceVersion() {
 		t.Errorf("a copy whose origin did not change was rewritten")
 	}
-	checkMetrics(t)
+	checkMetrics(t, before, readMetrics(t))
 }
 
-// checkMetrics checks that the controller's metrics are registered and moved.
-func checkMetrics(t *testing.T) {
+// exportMetrics are the controller's process-global metrics for apiexports.
+type exportMetrics struct {
+	reconciles map[string]float64 // by result
+	lags       uint64
+}
+
+func readMetrics(t *testing.T) exportMetrics {
 	t.Helper()
+	m := exportMetrics{reconciles: map[string]float64{}}
 	for _, result := range []string{"created", "updated", "deleted", "unchanged"} {
-		if v, _ := testutil.GetCounterMetricValue(reconcilesTotal.WithLabelValues("apiexports.apis.kcp.io", result)); v == 0 {
-			t.Errorf("no %s reconciles counted", result)
+		v, err := testutil.GetCounterMetricValue(reconcilesTotal.WithLabelValues("apiexports.apis.kcp.io", result))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.reconciles[result] = v
+	}
+	n, err := testutil.GetHistogramMetricCount(lagSeconds.WithLabelValues("apiexports.apis.kcp.io"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.lags = n
+	return m
+}
+
+// checkMetrics checks that the controller's metrics are registered and that
+// this scenario moved them. They are process-global and other tests move
+// them too, so only growth between before and after says anything.
+func checkMetrics(t *testing.T, before, after exportMetrics) {
+	t.Helper()
+	for result, v := range after.reconciles {
+		if v <= before.reconciles[result] {
+			t.Errorf("no %s reconciles counted (%v before, %v after)", result, before.reconciles[result], v)
 		}
 	}
-	if n, _ := testutil.GetHistogramMetricCount(lagSeconds.WithLabelValues("apiexports.apis.kcp.io")); n == 0 {
-		t.Errorf("no lag measured")
+	if after.lags <= before.lags {
+		t.Errorf("no lag measured (%d observations before, %d after)", before.lags, after.lags)
 	}
 	if v, _ := testutil.GetGaugeMetricValue(objectsGauge.WithLabelValues("apiexports.apis.kcp.io")); v < 6 {
 		t.Errorf("objects gauge = %v, want at least the 6 export copies", v)
