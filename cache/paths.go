@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
 )
 
@@ -10,14 +11,33 @@ const (
 	// starts with ServicePrefix + "/shards/{shard}/clusters/{cluster}".
 	ServicePrefix = "/services/cache"
 
-	shardsSegment   = "shards"
-	clustersSegment = "clusters"
+	// ShardsSegment and ClustersSegment name the scope's segments:
+	// ServicePrefix + "/shards/{shard}/clusters/{cluster}". A kcp shard
+	// addresses its own objects under "/clusters/{cluster}" too.
+	ShardsSegment   = "shards"
+	ClustersSegment = "clusters"
 )
+
+// HealthPaths are the health endpoints of every server here; each has
+// individual checks below it ("/readyz/<check>"). They are served outside
+// any partition: machines probe them without credentials and read only the
+// status code.
+var HealthPaths = []string{"/healthz", "/livez", "/readyz"}
+
+// IsHealthPath reports whether p is a health endpoint or one of its checks.
+func IsHealthPath(p string) bool {
+	for _, h := range HealthPaths {
+		if _, ok := CutPathPrefix(p, h); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // ScopedPathPrefix returns the URL prefix for a scope, for example
 // "/services/cache/shards/amber/clusters/root". Append an API path to it.
 func ScopedPathPrefix(s Scope) string {
-	return ServicePrefix + "/" + shardsSegment + "/" + s.Shard + "/" + clustersSegment + "/" + s.Cluster
+	return ServicePrefix + "/" + ShardsSegment + "/" + s.Shard + "/" + ClustersSegment + "/" + s.Cluster
 }
 
 // ScopedPath joins the scope's prefix with an API path such as
@@ -48,13 +68,13 @@ type ParsedPath struct {
 // both a shard and a cluster, and both names must be valid (or "*"); anything
 // else is an error, so that no malformed segment ever reaches storage.
 func ParsePath(path string) (ParsedPath, error) {
-	rest, ok := cutPathPrefix(path, ServicePrefix)
+	rest, ok := CutPathPrefix(path, ServicePrefix)
 	if !ok {
 		return ParsedPath{APIPath: path}, nil
 	}
 	// rest is "" or starts with "/".
 	parts := strings.SplitN(strings.TrimPrefix(rest, "/"), "/", 5)
-	if len(parts) < 4 || parts[0] != shardsSegment || parts[2] != clustersSegment {
+	if len(parts) < 4 || parts[0] != ShardsSegment || parts[2] != ClustersSegment {
 		return ParsedPath{}, fmt.Errorf("path %q does not have the form %s/shards/{shard}/clusters/{cluster}/...", path, ServicePrefix)
 	}
 	scope := Scope{Shard: parts[1], Cluster: parts[3]}
@@ -68,11 +88,35 @@ func ParsePath(path string) (ParsedPath, error) {
 	return ParsedPath{Scope: scope, APIPath: apiPath, Scoped: true}, nil
 }
 
-// cutPathPrefix is strings.CutPrefix that only matches on a segment boundary.
-func cutPathPrefix(path, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, prefix)
+// CutPathPrefix is strings.CutPrefix that matches only on a segment
+// boundary: "/services/cache" is a prefix of "/services/cache/x" but not of
+// "/services/cachex". rest is "" or starts with "/"; on no match it returns
+// path unchanged and false.
+func CutPathPrefix(path, prefix string) (rest string, ok bool) {
+	rest, ok = strings.CutPrefix(path, prefix)
 	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
 		return path, false
 	}
 	return rest, true
+}
+
+// WithPath returns req, or a copy of it that addresses path instead, for a
+// filter on the server side or a round tripper on the client side; req
+// itself is not modified. RawPath is cleared: scope segments never need
+// escaping, and a stale RawPath would make url.URL.EscapedPath disagree
+// with Path. RequestURI, set only on requests a server received, follows.
+func WithPath(req *http.Request, path string) *http.Request {
+	if req.URL.Path == path && req.URL.RawPath == "" {
+		return req
+	}
+	out := new(http.Request)
+	*out = *req
+	u := *req.URL
+	out.URL = &u
+	out.URL.Path = path
+	out.URL.RawPath = ""
+	if req.RequestURI != "" {
+		out.RequestURI = out.URL.RequestURI()
+	}
+	return out
 }

@@ -1,6 +1,10 @@
 package cache
 
-import "testing"
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+)
 
 func TestParsePath(t *testing.T) {
 	tests := []struct {
@@ -49,5 +53,48 @@ func TestScopedPathRoundTrips(t *testing.T) {
 		if got.Scope != s || got.APIPath != "/apis/apis.kcp.io/v1alpha1/apiexports" {
 			t.Fatalf("round trip of %v through %q gave %+v", s, p, got)
 		}
+	}
+}
+
+func TestCutPathPrefix(t *testing.T) {
+	for _, tt := range []struct {
+		path, prefix, rest string
+		ok                 bool
+	}{
+		{"/services/cache", "/services/cache", "", true},
+		{"/services/cache/x", "/services/cache", "/x", true},
+		{"/services/cachex", "/services/cache", "/services/cachex", false},
+		{"/other", "/services/cache", "/other", false},
+	} {
+		rest, ok := CutPathPrefix(tt.path, tt.prefix)
+		if rest != tt.rest || ok != tt.ok {
+			t.Errorf("CutPathPrefix(%q, %q) = %q, %v; want %q, %v", tt.path, tt.prefix, rest, ok, tt.rest, tt.ok)
+		}
+	}
+}
+
+func TestIsHealthPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/readyz": true, "/readyz/etcd": true, "/livez": true, "/healthz/ping": true,
+		"/readyzz": false, "/version": false, "/metrics": false, "/apis": false,
+	} {
+		if got := IsHealthPath(p); got != want {
+			t.Errorf("IsHealthPath(%q) = %v, want %v", p, got, want)
+		}
+	}
+}
+
+func TestWithPathLeavesTheRequestAlone(t *testing.T) {
+	req := httptest.NewRequest("GET", "/services/cache/shards/a/clusters/b/apis?x=1", nil)
+	got := WithPath(req, "/apis")
+	if req.URL.Path != "/services/cache/shards/a/clusters/b/apis" {
+		t.Errorf("the original request was changed to %q", req.URL.Path)
+	}
+	if got.URL.Path != "/apis" || got.RequestURI != "/apis?x=1" {
+		t.Errorf("path %q, request URI %q; want /apis, /apis?x=1", got.URL.Path, got.RequestURI)
+	}
+	client, _ := http.NewRequest("GET", "https://cache.example/apis", nil)
+	if r := WithPath(client, "/services/cache/apis"); r.RequestURI != "" {
+		t.Errorf("a client request got RequestURI %q, which http.Client refuses", r.RequestURI)
 	}
 }

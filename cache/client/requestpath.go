@@ -6,14 +6,12 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache"
 )
 
-const (
-	shardsSegment   = "shards"
-	clustersSegment = "clusters"
-)
-
-// unscopedPaths are served outside any partition; rewriting them would break
-// health checks and metrics scraping through a routed config.
-var unscopedPaths = []string{"/healthz", "/livez", "/readyz", "/metrics"}
+// isUnscoped reports whether p is served outside any partition; rewriting
+// it would break health checks and metrics scraping through a routed config.
+func isUnscoped(p string) bool {
+	_, metrics := cache.CutPathPrefix(p, "/metrics")
+	return metrics || cache.IsHealthPath(p)
+}
 
 // requestPath is a request path split into the parts the round trippers edit:
 // an optional /shards/{s}, an optional /clusters/{c}, and the API path after
@@ -31,15 +29,13 @@ type requestPath struct {
 // at the start of p: an API path may legitimately contain "/services/cache"
 // (a core Service named "cache"), so it is never searched for.
 func parseRequestPath(p string) (requestPath, bool) {
-	for _, u := range unscopedPaths {
-		if _, ok := cutSegmentPrefix(p, u); ok {
-			return requestPath{}, false
-		}
+	if isUnscoped(p) {
+		return requestPath{}, false
 	}
 	var rp requestPath
-	rest, _ := cutSegmentPrefix(p, cache.ServicePrefix)
-	rp.shard, rest, rp.hasShard = cutNamedSegment(rest, shardsSegment)
-	rp.cluster, rest, rp.hasCluster = cutNamedSegment(rest, clustersSegment)
+	rest, _ := cache.CutPathPrefix(p, cache.ServicePrefix)
+	rp.shard, rest, rp.hasShard = cutNamedSegment(rest, cache.ShardsSegment)
+	rp.cluster, rest, rp.hasCluster = cutNamedSegment(rest, cache.ClustersSegment)
 	rp.rest = rest
 	return rp, true
 }
@@ -49,28 +45,19 @@ func (p requestPath) String() string {
 	var b strings.Builder
 	b.WriteString(cache.ServicePrefix)
 	if p.hasShard {
-		b.WriteString("/" + shardsSegment + "/" + p.shard)
+		b.WriteString("/" + cache.ShardsSegment + "/" + p.shard)
 	}
 	if p.hasCluster {
-		b.WriteString("/" + clustersSegment + "/" + p.cluster)
+		b.WriteString("/" + cache.ClustersSegment + "/" + p.cluster)
 	}
 	b.WriteString(p.rest)
 	return b.String()
 }
 
-// cutSegmentPrefix is strings.CutPrefix that only matches on a segment boundary.
-func cutSegmentPrefix(p, prefix string) (string, bool) {
-	rest, ok := strings.CutPrefix(p, prefix)
-	if !ok || (rest != "" && rest[0] != '/') {
-		return p, false
-	}
-	return rest, true
-}
-
 // cutNamedSegment cuts "/{name}/{value}" from the start of p. "/{name}" alone
 // counts as the segment with an empty value, which the round trippers fill.
 func cutNamedSegment(p, name string) (value, rest string, ok bool) {
-	rest, ok = cutSegmentPrefix(p, "/"+name)
+	rest, ok = cache.CutPathPrefix(p, "/"+name)
 	if !ok {
 		return "", p, false
 	}

@@ -98,7 +98,7 @@ func (rt *pathRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody(req)
 		return nil, err
 	}
-	return rt.delegate.RoundTrip(withPath(req, p.String()))
+	return rt.delegate.RoundTrip(cache.WithPath(req, p.String()))
 }
 
 // WrappedRoundTripper lets client-go see through this round tripper.
@@ -142,7 +142,7 @@ func (rt *shardFromObjectRoundTripper) RoundTrip(req *http.Request) (*http.Respo
 	out = out.WithContext(WithShard(out.Context(), shard))
 	if p, ok := parseRequestPath(out.URL.Path); ok {
 		p.shard, p.hasShard = shard, true
-		out = withPath(out, p.String())
+		out = cache.WithPath(out, p.String())
 	}
 	return rt.delegate.RoundTrip(out)
 }
@@ -173,19 +173,6 @@ func shardAnnotation(body []byte, contentType string) string {
 		return ""
 	}
 	return obj.Metadata.Annotations[cache.AnnotationShard]
-}
-
-// withPath returns req, or a clone of it with path p. RawPath is cleared:
-// scope segments never need escaping, and a stale RawPath would make
-// url.URL.EscapedPath disagree with Path.
-func withPath(req *http.Request, p string) *http.Request {
-	if req.URL.Path == p && req.URL.RawPath == "" {
-		return req
-	}
-	out := req.Clone(req.Context())
-	out.URL.Path = p
-	out.URL.RawPath = ""
-	return out
 }
 
 // closeBody honours the RoundTripper contract on errors.

@@ -14,6 +14,8 @@ import (
 	authzpath "k8s.io/apiserver/pkg/authorization/path"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"github.com/kcp-cache/kcp-cache/cache"
 )
 
 const (
@@ -22,10 +24,9 @@ const (
 	AdminUser = "kcp-cache-admin"
 )
 
-// healthPaths answer anonymous requests: machines probe them without
-// credentials and read only the status code. The first three have
-// individual checks below them.
-var healthPaths = []string{"/healthz", "/livez", "/readyz", "/version"}
+// versionPath answers anonymous requests, like the health paths
+// (cache.HealthPaths): clients probe it before they authenticate.
+const versionPath = "/version"
 
 // applyAuth sets explicit authentication and authorization. Both must be
 // set: a nil authenticator or authorizer makes upstream skip the check.
@@ -42,9 +43,9 @@ func applyAuth(c *genericapiserver.Config, adminToken string, host *Host) error 
 	}
 	c.Authentication.Authenticator = authnunion.New(append(authenticators, anonymousHealthChecks)...)
 
-	allowPaths := append([]string{}, healthPaths...)
-	for _, p := range healthPaths[:3] {
-		allowPaths = append(allowPaths, p+"/*")
+	allowPaths := []string{versionPath}
+	for _, p := range cache.HealthPaths {
+		allowPaths = append(allowPaths, p, p+"/*")
 	}
 	pathAuthorizer, err := authzpath.NewAuthorizer(allowPaths)
 	if err != nil {
@@ -76,12 +77,7 @@ var anonymousHealthChecks = authenticator.RequestFunc(func(req *http.Request) (*
 })
 
 func isHealthPath(p string) bool {
-	for i, h := range healthPaths {
-		if p == h || (i < 3 && strings.HasPrefix(p, h+"/")) {
-			return true
-		}
-	}
-	return false
+	return p == versionPath || cache.IsHealthPath(p)
 }
 
 // loadOrCreateAdminToken keeps the admin token stable across restarts, so

@@ -29,20 +29,8 @@ func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer, sc
 			scope = parsed.Scope
 		}
 		if parsed.APIPath != req.URL.Path {
-			req = withPath(req, parsed.APIPath)
+			req = cache.WithPath(req, parsed.APIPath)
 		}
 		handler.ServeHTTP(w, req.WithContext(cache.WithScope(req.Context(), scope)))
 	})
-}
-
-// withPath returns a shallow copy of req that addresses path instead.
-func withPath(req *http.Request, path string) *http.Request {
-	r := new(http.Request)
-	*r = *req
-	u := *req.URL
-	r.URL = &u
-	r.URL.Path = path
-	r.URL.RawPath = ""
-	r.RequestURI = r.URL.RequestURI()
-	return r
 }

@@ -18,11 +18,11 @@ type PathScoper func(path string) (cache.ParsedPath, error)
 // it address the system partition, with the prefix stripped. Like kcp's
 // cache server, it accepts system paths with and without the prefix.
 func CachePaths(path string) (cache.ParsedPath, error) {
-	rest, ok := strings.CutPrefix(path, cache.ServicePrefix)
-	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+	rest, ok := cache.CutPathPrefix(path, cache.ServicePrefix)
+	if !ok {
 		return cache.ParsedPath{APIPath: path}, nil
 	}
-	if rest == "/shards" || strings.HasPrefix(rest, "/shards/") {
+	if _, scoped := cache.CutPathPrefix(rest, "/"+cache.ShardsSegment); scoped {
 		return cache.ParsePath(path)
 	}
 	if rest == "" {
@@ -36,7 +36,7 @@ func CachePaths(path string) (cache.ParsedPath, error) {
 // of shard, "*" every cluster; anything else is unscoped.
 func ClusterPaths(shard string) PathScoper {
 	return func(path string) (cache.ParsedPath, error) {
-		rest, ok := strings.CutPrefix(path, "/clusters/")
+		rest, ok := strings.CutPrefix(path, "/"+cache.ClustersSegment+"/")
 		if !ok {
 			return cache.ParsedPath{APIPath: path}, nil
 		}

@@ -32,8 +32,8 @@ func partitionPrefix(resourcePrefix, shard, cluster string) string {
 // prefix of a key the registry built ("<prefix>", "<prefix>/<ns>",
 // "<prefix>/<name>" or "<prefix>/<ns>/<name>").
 func scopedKey(resourcePrefix string, s cache.Scope, key string) (string, error) {
-	rest, ok := strings.CutPrefix(key, resourcePrefix)
-	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+	rest, ok := cache.CutPathPrefix(key, resourcePrefix)
+	if !ok {
 		return "", fmt.Errorf("key %q is outside resource prefix %q", key, resourcePrefix)
 	}
 	return strings.TrimSuffix(partitionPrefix(resourcePrefix, s.Shard, s.Cluster), "/") + rest, nil

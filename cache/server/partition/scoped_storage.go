@@ -195,7 +195,7 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 		k, err := scopedKey(s.resourcePrefix, sc, key)
 		return k, opts, err
 	}
-	rest, ok := strings.CutPrefix(key, s.resourcePrefix)
+	rest, ok := cache.CutPathPrefix(key, s.resourcePrefix)
 	if !ok {
 		return "", opts, fmt.Errorf("key %q is outside resource prefix %q", key, s.resourcePrefix)
 	}

@@ -103,7 +103,9 @@ func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 }
 
 // clusterPaths addresses the shard's own objects the way kcp does.
-func clusterPaths(scope kcpcache.Scope) string { return "/clusters/" + scope.Cluster }
+func clusterPaths(scope kcpcache.Scope) string {
+	return "/" + kcpcache.ClustersSegment + "/" + scope.Cluster
+}
 
 // newMountedCacheConfig configures the cache served in-process, in the
 // shard's etcd under its own prefix or in an embedded etcd of its own.
