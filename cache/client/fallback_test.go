@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,7 +155,7 @@ func TestFallbackListByCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if keys := keysOf(t, got); !equalStrings(keys, tc.wantKeys) {
+			if keys := keysOf(t, got); !slices.Equal(keys, tc.wantKeys) {
 				t.Errorf("got %v, want %v", keys, tc.wantKeys)
 			}
 			for _, o := range got {

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"slices"
 	"sort"
 	"testing"
 
@@ -34,18 +35,6 @@ func keysOf(t *testing.T, objs []*unstructured.Unstructured) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // fixtureObjects: same name "x" everywhere, clusters unique per shard except
@@ -89,7 +78,7 @@ func TestListByIndexes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if keys := keysOf(t, got); !equalStrings(keys, tc.want) {
+			if keys := keysOf(t, got); !slices.Equal(keys, tc.want) {
 				t.Errorf("got %v, want %v", keys, tc.want)
 			}
 		})

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -179,7 +180,7 @@ func (h *recordingHandler) expectUnordered(t *testing.T, want ...event) {
 	}
 	sort.Strings(got)
 	sort.Strings(wantS)
-	if !equalStrings(got, wantS) {
+	if !slices.Equal(got, wantS) {
 		t.Fatalf("got %v, want %v", got, wantS)
 	}
 }
@@ -361,7 +362,7 @@ func TestInformerRelist(t *testing.T) {
 		event{"add", "cyan|org|keep", false})
 	keys := inf.GetIndexer().ListKeys()
 	sort.Strings(keys)
-	if want := []string{"amber|root|change", "amber|root|keep", "cyan|org|keep"}; !equalStrings(keys, want) {
+	if want := []string{"amber|root|change", "amber|root|keep", "cyan|org|keep"}; !slices.Equal(keys, want) {
 		t.Errorf("store keys %v, want %v", keys, want)
 	}
 	h.noMoreEvents(t, lw.nextWatcher(t))

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -93,7 +93,7 @@ func run(t *testing.T, factory *InformerFactory) {
 func waitForKeys(t *testing.T, inf *Informer, want []string) {
 	t.Helper()
 	cachetest.Eventually(t, "store keys", func(context.Context) error {
-		if got := storeKeys(inf); !equalStrings(got, want) {
+		if got := storeKeys(inf); !slices.Equal(got, want) {
 			return fmt.Errorf("store keys %v, want %v", got, want)
 		}
 		return nil
@@ -282,8 +282,8 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	cfg := srv.Config()
 	log := &requestLog{}
 	cfg.Wrap(log.wrap)
-	conns := &connTracker{}
-	cfg.Dial = conns.dial
+	conns := &cachetest.ConnTracker{}
+	cfg.Dial = conns.Dial
 	client, err := NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +304,7 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	// as the exit of a server process would, so the informer must reconnect
 	// to the new server.
 	restarted := time.Now()
-	conns.closeAll()
+	conns.CutAll()
 
 	// Change things after the restart; the informer must pick up each change
 	// exactly once, keep everything else, and add nothing twice.
@@ -343,33 +343,6 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	if last, _ := inf.Freshness(); last.Before(syncedBefore) {
 		t.Errorf("last sync went back from %v to %v", syncedBefore, last)
 	}
-}
-
-// connTracker dials TCP and can cut every connection it made, as a network
-// failure would.
-type connTracker struct {
-	dialer net.Dialer
-	mu     sync.Mutex
-	conns  []net.Conn
-}
-
-func (c *connTracker) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	conn, err := c.dialer.DialContext(ctx, network, address)
-	if err == nil {
-		c.mu.Lock()
-		c.conns = append(c.conns, conn)
-		c.mu.Unlock()
-	}
-	return conn, err
-}
-
-func (c *connTracker) closeAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, conn := range c.conns {
-		_ = conn.Close()
-	}
-	c.conns = nil
 }
 
 // requestLog records the URL and time of every request a config sends.

@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,7 +85,7 @@ type shardOption func(*Config, *rest.Config)
 func withOutage(o *outage) shardOption {
 	return func(_ *Config, cacheCfg *rest.Config) {
 		cacheCfg.Wrap(o.wrap)
-		cacheCfg.Dial = o.dial
+		cacheCfg.Dial = o.Dial
 	}
 }
 
@@ -332,34 +330,14 @@ func mustDelete(t *testing.T, ri dynamic.ResourceInterface, name string) {
 // request fails as a refused connection would, and cut closes the client's
 // open connections, watches included, as the exit of a server process does.
 type outage struct {
+	cachetest.ConnTracker
 	down atomic.Bool
 	// refusedWrites counts writes refused while down.
 	refusedWrites atomic.Int64
-
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-// dial is a rest.Config Dial that remembers every connection for cut.
-func (o *outage) dial(ctx context.Context, network, address string) (net.Conn, error) {
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, address)
-	if err == nil {
-		o.mu.Lock()
-		o.conns = append(o.conns, conn)
-		o.mu.Unlock()
-	}
-	return conn, err
 }
 
 // cut closes every connection dialled so far.
-func (o *outage) cut() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, c := range o.conns {
-		_ = c.Close()
-	}
-	o.conns = nil
-}
+func (o *outage) cut() { o.CutAll() }
 
 func (o *outage) wrap(rt http.RoundTripper) http.RoundTripper {
 	return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {

@@ -7,8 +7,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
+	"github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -27,7 +27,7 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 		t.Errorf("the cache is reached at %s, the host at %s: want one port", got, want)
 	}
 
-	local := scopedDynamic(t, hostAdmin, "/clusters/root")
+	local := cachetest.Dynamic(t, hostAdmin, "/clusters/root")
 	copies := dyn(t, srv, "amber", "root")
 	cachetest.Eventually(t, "a copy created", func(ctx context.Context) error {
 		_, err := copies.Resource(apiExports).Create(ctx, apiExport("copy", nil), metav1.CreateOptions{})
@@ -50,7 +50,7 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 	}
 
 	// The host's own credentials work for the mounted cache too.
-	viaHostToken := scopedDynamic(t, hostAdmin, "/services/cache/shards/*/clusters/*")
+	viaHostToken := cachetest.Dynamic(t, hostAdmin, "/services/cache/shards/*/clusters/*")
 	list, err := viaHostToken.Resource(apiExports).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing the cache with the host's token: %v", err)
@@ -58,20 +58,9 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 	if got, want := partitionsOf(list.Items), []string{"amber/root/copy"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("listing the cache with the host's token = %v, want %v", got, want)
 	}
-	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+	for _, p := range cache.HealthPaths {
 		if err := cachetest.WaitForPath(ctx, hostAdmin, p); err != nil {
 			t.Error(err)
 		}
 	}
-}
-
-func scopedDynamic(t *testing.T, cfg *rest.Config, prefix string) dynamic.Interface {
-	t.Helper()
-	c := rest.CopyConfig(cfg)
-	c.Host += prefix
-	d, err := dynamic.NewForConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -113,24 +114,12 @@ func TestLayoutSpreadsObjectsEvenly(t *testing.T) {
 			t.Errorf("countIn(%v) = %d, want %d", tt.scope, got, tt.want)
 		}
 	}
-	if got, want := checkpoints(n, l), []int{100, 400, 1000, 2500, 10000}; !equalInts(got, want) {
+	if got, want := checkpoints(n, l), []int{100, 400, 1000, 2500, 10000}; !slices.Equal(got, want) {
 		t.Errorf("checkpoints(10000) = %v, want %v", got, want)
 	}
-	if got, want := checkpoints(1000, l), []int{10, 40, 250, 1000}; !equalInts(got, want) {
+	if got, want := checkpoints(1000, l), []int{10, 40, 250, 1000}; !slices.Equal(got, want) {
 		t.Errorf("checkpoints(1000) = %v, want %v", got, want)
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestAPIExportSpecHasTheRequestedSize(t *testing.T) {

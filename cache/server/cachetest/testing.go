@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/server"
@@ -48,12 +49,33 @@ func StartServer(t testing.TB, opts ...Option) *Server {
 	if err != nil {
 		t.Fatalf("starting the cache server: %v", err)
 	}
+	StopOnCleanup(t, "the cache server", s.Stop)
+	return s
+}
+
+// StopOnCleanup calls stop when the test ends and fails the test if it
+// returns an error: a server whose Run failed fails the test that ran it.
+func StopOnCleanup(t testing.TB, what string, stop func() error) {
+	t.Helper()
 	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("the cache server stopped with: %v", err)
+		if err := stop(); err != nil {
+			t.Errorf("%s stopped with: %v", what, err)
 		}
 	})
-	return s
+}
+
+// Dynamic is a dynamic client for cfg with pathPrefix appended to its host,
+// for a partition ("/services/cache/shards/a/clusters/b") or a host's own
+// objects ("/clusters/root").
+func Dynamic(t testing.TB, cfg *rest.Config, pathPrefix string) *dynamic.DynamicClient {
+	t.Helper()
+	c := rest.CopyConfig(cfg)
+	c.Host += pathPrefix
+	d, err := dynamic.NewForConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // RestartServer is Restart for a test: it fails the test on error.
@@ -109,10 +131,7 @@ func (s *Server) InstallCRD(t testing.TB, names server.CRDNames) schema.GroupVer
 		t.Fatalf("creating CRD %s: %v", crd.Name, err)
 	}
 	gvr := schema.GroupVersionResource{Group: names.Group, Version: names.Version, Resource: names.Resource}
-	probe, err := dynamic.NewForConfig(s.ScopedConfig("probe", "root"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	probe := Dynamic(t, s.ScopedConfig("probe", "root"), "")
 	Eventually(t, crd.Name+" served", func(ctx context.Context) error {
 		_, err := probe.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
 		return err

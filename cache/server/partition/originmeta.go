@@ -5,6 +5,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kcp-cache/kcp-cache/cache"
 )
 
 // OriginMeta is the metadata a pushed copy keeps from its origin. Upstream
@@ -18,17 +20,12 @@ type OriginMeta struct {
 	Generation        int64
 }
 
-type originMetaKeyType int
-
-const originMetaKey originMetaKeyType = iota
+var originMetaKey = cache.NewContextKey[OriginMeta]("origin metadata")
 
 // WithOriginMeta returns a context carrying the origin metadata of the object
 // in the request body.
 func WithOriginMeta(ctx context.Context, m OriginMeta) context.Context {
-	return context.WithValue(ctx, originMetaKey, m)
+	return originMetaKey.With(ctx, m)
 }
 
-func originMetaFrom(ctx context.Context) (OriginMeta, bool) {
-	m, ok := ctx.Value(originMetaKey).(OriginMeta)
-	return m, ok
-}
+func originMetaFrom(ctx context.Context) (OriginMeta, bool) { return originMetaKey.From(ctx) }

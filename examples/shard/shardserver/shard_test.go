@@ -34,11 +34,7 @@ func startShard(t *testing.T, name string, customize func(*shardserver.Options))
 	if err != nil {
 		t.Fatalf("starting shard %s: %v", name, err)
 	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("shard %s stopped with: %v", name, err)
-		}
-	})
+	cachetest.StopOnCleanup(t, "shard "+name, s.Stop)
 	return s
 }
 
@@ -48,23 +44,12 @@ func startCache(t *testing.T, root string, port int) *cachetest.Server {
 	if err != nil {
 		t.Fatalf("starting the cache: %v", err)
 	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("the cache stopped with: %v", err)
-		}
-	})
+	cachetest.StopOnCleanup(t, "the cache server", c.Stop)
 	return c
 }
 
 func scoped(t *testing.T, cfg *rest.Config, prefix string) dynamic.Interface {
-	t.Helper()
-	c := rest.CopyConfig(cfg)
-	c.Host += prefix
-	d, err := dynamic.NewForConfig(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
+	return cachetest.Dynamic(t, cfg, prefix)
 }
 
 func cacheScope(shard, cluster string) string {
@@ -137,7 +122,7 @@ func TestShardServesItsAPIsAndTheCacheOnOnePort(t *testing.T) {
 	if len(local.Items) != 1 {
 		t.Fatalf("the shard's own API holds %d objects, want 1", len(local.Items))
 	}
-	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+	for _, p := range kcpcache.HealthPaths {
 		if err := expectCode(ctx, alpha.Config, p, http.StatusOK); err != nil {
 			t.Error(err)
 		}
@@ -199,7 +184,7 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 	if err := own.Resource(shardserver.APIExports).Delete(ctx, "c", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range []string{"/healthz", "/livez", "/readyz"} {
+	for _, p := range kcpcache.HealthPaths {
 		if err := expectCode(ctx, beta.Config, p, http.StatusOK); err != nil {
 			t.Errorf("while the cache is down: %v", err)
 		}
