@@ -21,7 +21,9 @@ type Config struct {
 	// Directory holds etcd's data. It is created if missing.
 	Directory string
 
-	// ClientPort and PeerPort are loopback ports; 0 picks a free port.
+	// ClientPort and PeerPort are loopback ports; 0 reserves a free one
+	// that no other caller in this process (or, for a while, another
+	// process on the machine) is given.
 	ClientPort int
 	PeerPort   int
 

@@ -4,4 +4,8 @@
 // APIExports and APIResourceSchemas into the cache, and runs an example
 // controller that resolves APIBindings to APIExports local first, cache as
 // fallback. It shows the few lines of wiring kcp needs; it is not kcp.
+//
+// Its lifecycle is the cache server's: New starts the etcd it needs and
+// builds everything, Run serves (the in-process cache stops before the
+// host), Close stops whatever still runs and is always safe to defer.
 package shardserver
