@@ -240,10 +240,6 @@ func (c *Config) Complete() CompletedConfig {
 	}}
 }
 
-// KubeconfigPath is where New writes the admin kubeconfig; empty for a
-// mounted cache, whose clients use the host's kubeconfig.
-func (c *Config) KubeconfigPath() string { return c.derived.kubeconfigPath }
-
 // maxObjectRequestBytes bounds write bodies by what etcd can store, so that
 // an object between etcd's limit and the server's request limit is refused
 // with 413 before anything is decoded, not with an internal error from etcd.
