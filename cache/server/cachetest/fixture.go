@@ -19,7 +19,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
-	"github.com/kcp-cache/kcp-cache/internal/ports"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
 // DefaultHostShard is the shard a mounted cache's host holds.

@@ -12,7 +12,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/internal/ports"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
 // Server is a running embedded etcd member.
@@ -129,7 +129,7 @@ func loopbackURL(port int) url.URL {
 // portOrFree returns port, or a reserved free loopback port when port is 0.
 // etcd needs the peer URL before it listens (it is part of the cluster
 // membership), so the kernel's ":0" cannot be used directly; a reserved port
-// is not handed to anyone else who reserves (see internal/ports).
+// is not handed to anyone else who reserves (see package ports).
 func portOrFree(port int) (int, error) {
 	if port != 0 {
 		return port, nil

@@ -16,8 +16,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
-	"github.com/kcp-cache/kcp-cache/internal/ports"
 )
 
 // Cache starts a standalone cache server with an etcd that fsyncs, as
