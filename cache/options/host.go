@@ -57,7 +57,7 @@ func (o *HostOptions) AddFlags(fss *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.CacheURL, "cache-url", o.CacheURL,
 		"URL of the cache server to push to and read from, e.g. https://cache.example:6443. With --run-cache-server and no --cache-url or --cache-kubeconfig, this process's own cache is used.")
 	fs.StringVar(&o.CacheKubeconfig, "cache-kubeconfig", o.CacheKubeconfig,
-		"Kubeconfig of the cache server to push to and read from (alternative to --cache-url).")
+		"Kubeconfig of the cache server to push to and read from (alternative to --cache-url); its credentials should be this shard's own identity, user system:kcp:shard:<shard-name>, which may write only this shard's partition.")
 	fs.StringVar(&o.ShardName, "shard-name", o.ShardName, "Name of this shard: its partition in the cache.")
 	fs.StringVar(&o.CacheEtcdPrefix, "cache-etcd-prefix", o.CacheEtcdPrefix,
 		"With --run-cache-server: etcd key prefix of the cache's data in this server's etcd.")

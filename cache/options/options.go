@@ -31,9 +31,13 @@ type Options struct {
 	// by default, the embedded etcd's data.
 	RootDirectory string
 
-	SecureServing *genericoptions.SecureServingOptionsWithLoopback
-	Etcd          *genericoptions.EtcdOptions
-	EmbeddedEtcd  *EmbeddedEtcdOptions
+	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
+	Authentication *AuthenticationOptions
+	// Audit records who did what where, as kube-apiserver does
+	// (--audit-log-path, --audit-policy-file, webhook backends).
+	Audit        *genericoptions.AuditOptions
+	Etcd         *genericoptions.EtcdOptions
+	EmbeddedEtcd *EmbeddedEtcdOptions
 
 	// FeatureGates are upstream feature gates to set, over the cache
 	// server's defaults (see defaultFeatureGates). Complete applies them to
@@ -53,8 +57,10 @@ type completedOptions struct {
 // NewOptions returns options with kcp-compatible defaults.
 func NewOptions() *Options {
 	o := &Options{
-		RootDirectory: DefaultRootDirectory,
-		SecureServing: genericoptions.NewSecureServingOptions().WithLoopback(),
+		RootDirectory:  DefaultRootDirectory,
+		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
+		Authentication: NewAuthenticationOptions(),
+		Audit:          genericoptions.NewAuditOptions(),
 		Etcd: genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(
 			DefaultEtcdPrefix,
 			apiextensionsapiserver.Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, apiextensionsv1.SchemeGroupVersion),
@@ -78,6 +84,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	general.StringVar(&o.RootDirectory, "root-directory", o.RootDirectory,
 		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory.")
 	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
+	o.Authentication.AddFlags(fss.FlagSet("Authentication"))
+	o.Audit.AddFlags(fss.FlagSet("Auditing"))
 	o.Etcd.AddFlags(fss.FlagSet("Etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
 	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
@@ -113,6 +121,8 @@ func (o *Options) Complete() (CompletedOptions, error) {
 func (o CompletedOptions) Validate() []error {
 	var errs []error
 	errs = append(errs, o.SecureServing.Validate()...)
+	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Audit.Validate()...)
 	if o.EmbeddedEtcd.Enabled {
 		// The embedded member is filled in as the server list later; the
 		// upstream check for a non-empty list does not apply yet.

@@ -65,6 +65,8 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		{[]string{"--enable-garbage-collector=true"}, "garbage"},
 		{[]string{"--embedded-etcd-client-port=5000", "--embedded-etcd-peer-port=5000"}, "must differ"},
 		{[]string{"--embedded-etcd-peer-port=70000"}, "between 0 and 65535"},
+		{[]string{"--client-ca-file=/does/not/exist"}, "--client-ca-file"},
+		{[]string{"--token-auth-file=/does/not/exist"}, "--token-auth-file"},
 	} {
 		c := parse(t, append([]string{"--root-directory=" + t.TempDir()}, tt.args...)...)
 		errs := c.Validate()
@@ -75,5 +77,21 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		if !found {
 			t.Errorf("%v: errors %v do not mention %q", tt.args, errs, tt.want)
 		}
+	}
+}
+
+func TestSecurityFlagsReachOptions(t *testing.T) {
+	root := t.TempDir()
+	c := parse(t, "--root-directory="+root, "--client-ca-file=/ca.crt", "--token-auth-file=/tokens.csv",
+		"--audit-log-path=/audit.log", "--audit-policy-file=/policy.yaml",
+		"--etcd-cafile=/e/ca", "--etcd-certfile=/e/crt", "--etcd-keyfile=/e/key")
+	if c.Authentication.ClientCert.ClientCA != "/ca.crt" || c.Authentication.TokenAuthFile != "/tokens.csv" {
+		t.Errorf("authentication flags not applied: %+v", c.Authentication)
+	}
+	if c.Audit.LogOptions.Path != "/audit.log" || c.Audit.PolicyFile != "/policy.yaml" {
+		t.Errorf("audit flags not applied: %q %q", c.Audit.LogOptions.Path, c.Audit.PolicyFile)
+	}
+	if tr := c.Etcd.StorageConfig.Transport; tr.TrustedCAFile != "/e/ca" || tr.CertFile != "/e/crt" || tr.KeyFile != "/e/key" {
+		t.Errorf("etcd TLS flags not applied: %+v", tr)
 	}
 }
