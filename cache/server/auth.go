@@ -10,12 +10,13 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
 	authzpath "k8s.io/apiserver/pkg/authorization/path"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/authorization"
 )
 
 const (
@@ -30,14 +31,20 @@ const versionPath = "/version"
 
 // applyAuth sets explicit authentication and authorization. Both must be
 // set: a nil authenticator or authorizer makes upstream skip the check.
-// The admin token and the loopback token map to system:masters; anonymous
-// requests may reach only the health endpoints; a host's authenticator and
-// authorizer, when given, come last.
-func applyAuth(c *genericapiserver.Config, adminToken string, host *Host) error {
-	tokens := authenticatorfactory.NewFromTokens(map[string]*user.DefaultInfo{
-		adminToken: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
-	}, nil)
-	authenticators := []authenticator.Request{tokens}
+//
+// Authentication: the admin and loopback tokens (system:masters), then the
+// operator's identities (--client-ca-file, --token-auth-file), then a
+// host's authenticator, and anonymous only for health endpoints.
+// Authorization: the cache's rules first, so that their denials are final
+// for every identity (a host's authorizer cannot widen them), then health
+// paths for anyone, then the host's authorizer, then a named default deny.
+func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, derived *derivedConfig, host *Host) error {
+	authenticators := []authenticator.Request{authenticatorfactory.NewFromTokens(staticTokens(derived), nil)}
+	identities, err := operatorIdentities(c, auth)
+	if err != nil {
+		return err
+	}
+	authenticators = append(authenticators, identities...)
 	if host != nil && host.Authenticator != nil {
 		authenticators = append(authenticators, host.Authenticator)
 	}
@@ -51,19 +58,28 @@ func applyAuth(c *genericapiserver.Config, adminToken string, host *Host) error 
 	if err != nil {
 		return err
 	}
+	authorization.RegisterMetrics()
 	authorizers := []authzunion.NamedAuthorizer{
-		{AuthorizerName: "privileged-groups", Authorizer: authorizerfactory.NewPrivilegedGroups(user.SystemPrivilegedGroup)},
+		{AuthorizerName: "cache", Authorizer: authorization.New()},
 		{AuthorizerName: "health-paths", Authorizer: pathAuthorizer},
 	}
 	if host != nil && host.Authorizer != nil {
 		authorizers = append(authorizers, authzunion.NamedAuthorizer{AuthorizerName: "host", Authorizer: host.Authorizer})
 	}
+	authorizers = append(authorizers, authzunion.NamedAuthorizer{AuthorizerName: "default-deny", Authorizer: authorization.NewDefaultDeny()})
 	c.Authorization.Authorizer, err = authzunion.New(authorizers...)
 	if err != nil {
-		return err
+		return fmt.Errorf("building the authorizer: %w", err)
 	}
 	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
 	return nil
+}
+
+// staticTokens are the tokens the server itself issues.
+func staticTokens(derived *derivedConfig) map[string]*user.DefaultInfo {
+	return map[string]*user.DefaultInfo{
+		derived.adminToken: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
+	}
 }
 
 // anonymousHealthChecks authenticates credential-less requests for health

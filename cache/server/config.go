@@ -162,8 +162,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		if err := applyStandaloneServing(opts, generic, &derived); err != nil {
 			return nil, err
 		}
-	} else if err := applyMountedServing(generic, &derived, *host); err != nil {
+	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
 		return nil, err
+	}
+	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
 	}
 
 	if err := opts.Etcd.ApplyTo(&generic.Config); err != nil {
@@ -210,7 +213,7 @@ func applyStandaloneServing(opts options.CompletedOptions, generic *genericapise
 		return err
 	}
 	generic.ExternalAddress = net.JoinHostPort("localhost", port)
-	return applyAuth(&generic.Config, derived.adminToken, nil)
+	return applyAuth(&generic.Config, opts.Authentication, derived, nil)
 }
 
 // Complete fills in what depends on the rest of the configuration.

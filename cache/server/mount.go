@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/options"
 )
 
 // Host is what a server that mounts the cache lends it.
@@ -37,7 +38,7 @@ type Host struct {
 }
 
 // applyMountedServing configures a cache without a listener of its own.
-func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *derivedConfig, host Host) error {
+func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *derivedConfig, auth *options.AuthenticationOptions, host Host) error {
 	loopback := rest.CopyConfig(host.LoopbackClientConfig)
 	u, err := url.Parse(loopback.Host)
 	if err != nil {
@@ -54,7 +55,7 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 	generic.LoopbackClientConfig = loopback
 	generic.SecureServing = nil
 	generic.ExternalAddress = u.Host
-	return applyAuth(&generic.Config, derived.adminToken, &host)
+	return applyAuth(&generic.Config, auth, derived, &host)
 }
 
 // Mount serves a cache under /services/cache/ of a host server. Wrap the

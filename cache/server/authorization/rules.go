@@ -1,0 +1,155 @@
+package authorization
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/audit"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+// Rule names a reason for a denial; it appears in the 403 message, the
+// audit event and the metric label.
+type Rule string
+
+// AuditAnnotationPartition is the audit annotation naming the partition
+// ("shard/cluster") a resource request addressed.
+const AuditAnnotationPartition = "cache.kcp.io/partition"
+
+// The rules that deny.
+const (
+	// RuleCRDWritesUnprefixed: CRDs are written only through the unprefixed
+	// path, which stores them in the system partition where they are served.
+	RuleCRDWritesUnprefixed Rule = "crd-writes-unprefixed-only"
+	// RuleSystemPartitionCRDsOnly: the system partition holds CRDs, never
+	// data objects.
+	RuleSystemPartitionCRDsOnly Rule = "system-partition-crds-only"
+	// RuleSystemPartition: only system:masters uses the system partition.
+	RuleSystemPartition Rule = "system-partition-masters-only"
+	// RuleReservedName: reserved shard and cluster names in partition paths.
+	RuleReservedName Rule = "reserved-names-masters-only"
+	// RuleOwnPartition: a shard writes only its own partition.
+	RuleOwnPartition Rule = "shard-writes-own-partition-only"
+	// RuleCRDWrites: only system:masters writes CRDs.
+	RuleCRDWrites Rule = "crd-writes-masters-only"
+	// RuleReadOnly: readers (and shards, for verbs other than writes) read.
+	RuleReadOnly Rule = "read-only"
+	// RuleWriters: only system:masters and the partition's shard write.
+	RuleWriters Rule = "writes-masters-and-own-shard-only"
+	// RuleDefaultDeny: anyone not covered by another rule.
+	RuleDefaultDeny Rule = "default-deny"
+)
+
+var (
+	crds       = struct{ group, resource string }{"apiextensions.k8s.io", "customresourcedefinitions"}
+	readVerbs  = sets.New("get", "list", "watch")
+	writeVerbs = sets.New("create", "update", "patch", "delete", "deletecollection")
+)
+
+// New returns the cache's rules as an authorizer. It allows or denies what
+// it knows about and has no opinion otherwise, so that a path authorizer for
+// health checks and a host's authorizer (for a mounted cache) can follow it
+// in a union, with NewDefaultDeny last.
+func New() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
+
+func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
+	d, rule, reason := decide(ctx, a)
+	if d == authorizer.DecisionDeny {
+		return deny(rule, reason)
+	}
+	return d, reason, nil
+}
+
+func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, Rule, string) {
+	u := a.GetUser()
+	if u == nil {
+		return authorizer.DecisionNoOpinion, "", ""
+	}
+	masters := inGroup(u, user.SystemPrivilegedGroup)
+	shard, isShard := cache.ShardFromUser(u.GetName())
+	reader := inGroup(u, cache.ReadersGroup)
+	verb := a.GetVerb()
+
+	if !a.IsResourceRequest() {
+		switch {
+		case masters:
+			return authorizer.DecisionAllow, "", ""
+		case (isShard || reader) && verb == "get" && isDiscoveryPath(a.GetPath()):
+			return authorizer.DecisionAllow, "", "discovery"
+		}
+		return authorizer.DecisionNoOpinion, "", ""
+	}
+
+	scope, ok := cache.ScopeFrom(ctx)
+	if !ok {
+		scope = cache.SystemScope
+	}
+	// The partition filter strips the scope from the request URI before the
+	// audit event is made; record where the request went.
+	audit.AddAuditAnnotation(ctx, AuditAnnotationPartition, scope.String())
+	isCRD := a.GetAPIGroup() == crds.group && a.GetResource() == crds.resource
+	write := writeVerbs.Has(verb)
+
+	// What no one may do, system:masters included.
+	switch {
+	case isCRD && write && !scope.IsSystem():
+		return authorizer.DecisionDeny, RuleCRDWritesUnprefixed,
+			fmt.Sprintf("CRDs are written only without the %s prefix, in the system partition where they are served; partition %s holds no CRDs", cache.ServicePrefix, scope)
+	case !isCRD && write && scope.IsSystem():
+		return authorizer.DecisionDeny, RuleSystemPartitionCRDsOnly,
+			fmt.Sprintf("the system partition holds only CRDs; write data objects below %s/shards/{shard}/clusters/{cluster}/", cache.ServicePrefix)
+	}
+	if masters {
+		return authorizer.DecisionAllow, "", ""
+	}
+
+	switch {
+	case scope.IsSystem():
+		return authorizer.DecisionDeny, RuleSystemPartition,
+			fmt.Sprintf("only system:masters uses the system partition (paths without the %s/shards/... prefix); read CRDs through a partition or wildcard path", cache.ServicePrefix)
+	case cache.IsReservedName(scope.Shard) || cache.IsReservedName(scope.Cluster):
+		return authorizer.DecisionDeny, RuleReservedName,
+			fmt.Sprintf("partition %s names a shard or cluster reserved for the cache itself", scope)
+	case isShard && readVerbs.Has(verb), reader && readVerbs.Has(verb):
+		return authorizer.DecisionAllow, "", ""
+	case isShard && write && isCRD:
+		return authorizer.DecisionDeny, RuleCRDWrites, "only system:masters writes CRDs"
+	case isShard && write && (scope.Shard != shard || scope.Cluster == cache.Wildcard):
+		return authorizer.DecisionDeny, RuleOwnPartition,
+			fmt.Sprintf("shard %q writes only below %s", shard, cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: "{cluster}"}))
+	case isShard && write:
+		return authorizer.DecisionAllow, "", ""
+	case isShard:
+		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("shards read (get, list, watch) and write their own partition; %q is neither", verb)
+	case reader:
+		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", cache.ReadersGroup)
+	case write:
+		return authorizer.DecisionDeny, RuleWriters,
+			fmt.Sprintf("only system:masters and the partition's shard (%s<shard>) write", cache.ShardUserPrefix)
+	}
+	return authorizer.DecisionNoOpinion, "", ""
+}
+
+// isDiscoveryPath: what kubectl and discovery clients read before a request.
+func isDiscoveryPath(p string) bool {
+	for _, prefix := range []string{"/api", "/apis", "/openapi"} {
+		if p == prefix || strings.HasPrefix(p, prefix+"/") {
+			return true
+		}
+	}
+	return p == "/version"
+}
+
+func inGroup(u user.Info, group string) bool {
+	for _, g := range u.GetGroups() {
+		if g == group {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,104 @@
+package authorization
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+func TestRules(t *testing.T) {
+	var (
+		masters = &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}
+		amber   = &user.DefaultInfo{Name: cache.ShardUser("amber")}
+		reader  = &user.DefaultInfo{Name: "dashboard", Groups: []string{cache.ReadersGroup}}
+		other   = &user.DefaultInfo{Name: "someone"}
+		system  = cache.SystemScope
+		wild    = cache.Scope{Shard: "*", Cluster: "*"}
+	)
+	scope := func(shard, cluster string) *cache.Scope { return &cache.Scope{Shard: shard, Cluster: cluster} }
+	const allow, deny, none = authorizer.DecisionAllow, authorizer.DecisionDeny, authorizer.DecisionNoOpinion
+	tests := []struct {
+		name     string
+		user     user.Info
+		scope    *cache.Scope // nil: no scope in the context
+		verb     string
+		resource string // "crds" for CRDs; "" for a non-resource request
+		path     string
+		want     authorizer.Decision
+		rule     Rule
+	}{
+		{"masters write a partition", masters, scope("amber", "root"), "create", "apiexports", "", allow, ""},
+		{"masters write CRDs unprefixed", masters, &system, "create", "crds", "", allow, ""},
+		{"masters may not write CRDs in a partition", masters, scope("amber", "root"), "create", "crds", "", deny, RuleCRDWritesUnprefixed},
+		{"masters may not store data in the system partition", masters, &system, "create", "apiexports", "", deny, RuleSystemPartitionCRDsOnly},
+		{"no scope is the system partition", masters, nil, "update", "apiexports", "", deny, RuleSystemPartitionCRDsOnly},
+		{"masters read the system partition", masters, &system, "list", "apiexports", "", allow, ""},
+		{"masters use reserved names", masters, scope(cache.SystemShard, "root"), "create", "apiexports", "", allow, ""},
+		{"masters reach metrics", masters, &system, "get", "", "/metrics", allow, ""},
+
+		{"shard writes its partition", amber, scope("amber", "root"), "create", "apiexports", "", allow, ""},
+		{"shard updates its partition", amber, scope("amber", "org"), "update", "apiexports", "", allow, ""},
+		{"shard deletes collections in its partition", amber, scope("amber", "org"), "deletecollection", "apiexports", "", allow, ""},
+		{"shard may not write another's", amber, scope("blue", "root"), "create", "apiexports", "", deny, RuleOwnPartition},
+		{"shard may not write through its wildcard", amber, scope("amber", "*"), "delete", "apiexports", "", deny, RuleOwnPartition},
+		{"shard may not write through */*", amber, &wild, "create", "apiexports", "", deny, RuleOwnPartition},
+		{"shard reads another's", amber, scope("blue", "root"), "get", "apiexports", "", allow, ""},
+		{"shard lists */*", amber, &wild, "list", "apiexports", "", allow, ""},
+		{"shard watches CRDs through */*", amber, &wild, "watch", "crds", "", allow, ""},
+		{"shard may not write CRDs", amber, scope("amber", "root"), "create", "crds", "", deny, RuleCRDWritesUnprefixed},
+		{"shard may not write CRDs unprefixed", amber, &system, "create", "crds", "", deny, RuleSystemPartition},
+		{"shard may not read the system partition", amber, &system, "list", "apiexports", "", deny, RuleSystemPartition},
+		{"shard may not use a reserved shard", amber, scope(cache.SystemShard, "root"), "list", "apiexports", "", deny, RuleReservedName},
+		{"shard may not use a reserved cluster", amber, scope("amber", cache.SystemCluster), "create", "apiexports", "", deny, RuleReservedName},
+		{"shard may not use system:cache clusters", amber, scope("amber", "system:cache-x"), "create", "apiexports", "", deny, RuleReservedName},
+		{"shard may not impersonate", amber, scope("amber", "root"), "impersonate", "users", "", deny, RuleReadOnly},
+		{"shard discovers", amber, scope("amber", "root"), "get", "", "/apis", allow, ""},
+		{"shard: no opinion on metrics", amber, &system, "get", "", "/metrics", none, ""},
+
+		{"reader lists */*", reader, &wild, "list", "apiexports", "", allow, ""},
+		{"reader gets", reader, scope("amber", "root"), "get", "apiexports", "", allow, ""},
+		{"reader may not create", reader, scope("amber", "root"), "create", "apiexports", "", deny, RuleReadOnly},
+
+		{"others may not write", other, scope("amber", "root"), "create", "apiexports", "", deny, RuleWriters},
+		{"others: no opinion on reads", other, scope("amber", "root"), "list", "apiexports", "", none, ""},
+		{"others: no opinion on health", other, &system, "get", "", "/healthz", none, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tt.scope != nil {
+				ctx = cache.WithScope(ctx, *tt.scope)
+			}
+			attrs := authorizer.AttributesRecord{User: tt.user, Verb: tt.verb, Path: tt.path}
+			if tt.resource != "" {
+				attrs.ResourceRequest = true
+				attrs.APIGroup, attrs.Resource = "apis.kcp.io", tt.resource
+				if tt.resource == "crds" {
+					attrs.APIGroup, attrs.Resource = "apiextensions.k8s.io", "customresourcedefinitions"
+				}
+			}
+			got, reason, err := New().Authorize(ctx, attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("decision %v (%s), want %v", got, reason, tt.want)
+			}
+			if tt.want == deny && !strings.Contains(reason, string(tt.rule)) {
+				t.Errorf("reason %q does not name rule %q", reason, tt.rule)
+			}
+		})
+	}
+}
+
+func TestDefaultDenyNamesItsRule(t *testing.T) {
+	d, reason, err := NewDefaultDeny().Authorize(context.Background(), authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "x"}})
+	if err != nil || d != authorizer.DecisionDeny || !strings.Contains(reason, string(RuleDefaultDeny)) {
+		t.Fatalf("got %v %q %v", d, reason, err)
+	}
+}
