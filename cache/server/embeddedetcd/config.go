@@ -38,6 +38,11 @@ type Config struct {
 	// power loss does not matter and fsync dominates latency.
 	UnsafeNoFsync bool
 
+	// TLS, when set, makes the member serve clients and peers over TLS and
+	// accept only certificates of its CA (see GenerateTLS); without it the
+	// member speaks plain HTTP to any local process.
+	TLS *TLSFiles
+
 	// StartTimeout bounds how long Start waits for the member to serve.
 	// Zero means one minute.
 	StartTimeout time.Duration

@@ -44,13 +44,17 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec := embed.NewConfig()
 	ec.Name = "kcp-cache"
 	ec.Dir = cfg.Directory
-	clientURL := loopbackURL(clientPort)
-	peerURL := loopbackURL(peerPort)
+	clientURL := cfg.loopbackURL(clientPort)
+	peerURL := cfg.loopbackURL(peerPort)
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
 	ec.ListenPeerUrls = []url.URL{peerURL}
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
 	ec.InitialCluster = ec.Name + "=" + peerURL.String()
+	if cfg.TLS != nil {
+		ec.ClientTLSInfo = cfg.TLS.serverInfo()
+		ec.PeerTLSInfo = cfg.TLS.serverInfo()
+	}
 	ec.WatchProgressNotifyInterval = orDefault(cfg.ProgressNotifyInterval, DefaultProgressNotifyInterval)
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	if ec.QuotaBackendBytes == 0 {
@@ -118,12 +122,16 @@ func (cfg Config) WithPorts() (Config, error) {
 
 // ClientURL is the URL the member will serve clients at; ports must be set.
 func (cfg Config) ClientURL() string {
-	u := loopbackURL(cfg.ClientPort)
+	u := cfg.loopbackURL(cfg.ClientPort)
 	return u.String()
 }
 
-func loopbackURL(port int) url.URL {
-	return url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
+func (cfg Config) loopbackURL(port int) url.URL {
+	scheme := "http"
+	if cfg.TLS != nil {
+		scheme = "https"
+	}
+	return url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}
 }
 
 // portOrFree returns port, or a reserved free loopback port when port is 0.
