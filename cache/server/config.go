@@ -33,6 +33,10 @@ import (
 // KubeconfigFileName is the admin kubeconfig a server writes into its root directory.
 const KubeconfigFileName = "cache.kubeconfig"
 
+// EmbeddedEtcdCertsDirName is the directory below the root directory that
+// holds the embedded etcd's TLS files.
+const EmbeddedEtcdCertsDirName = "etcd-certs"
+
 // Config is a cache server's configuration, in three parts: the upstream
 // apiextensions configuration, what a user of the library sets (Extra and,
 // for a shard stand-in, StandIn) between NewConfig and Complete, and what
@@ -134,8 +138,17 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
+		// Only this process may reach the member: TLS with client
+		// certificates, regenerated at every start under the root directory.
+		tlsFiles, err := embeddedetcd.GenerateTLS(filepath.Join(opts.RootDirectory, EmbeddedEtcdCertsDirName))
+		if err != nil {
+			return nil, fmt.Errorf("embedded etcd certificates: %w", err)
+		}
+		ec.TLS = &tlsFiles
 		derived.embeddedEtcd = &ec
-		opts.Etcd.StorageConfig.Transport.ServerList = []string{ec.ClientURL()}
+		transport := &opts.Etcd.StorageConfig.Transport
+		transport.ServerList = []string{ec.ClientURL()}
+		transport.TrustedCAFile, transport.CertFile, transport.KeyFile = tlsFiles.CAFile, tlsFiles.ClientCertFile, tlsFiles.ClientKeyFile
 	}
 	token, err := loadOrCreateAdminToken(filepath.Join(opts.RootDirectory, adminTokenFileName))
 	if err != nil {

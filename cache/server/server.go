@@ -32,6 +32,7 @@ type Server struct {
 
 	apiextensions  *apiextensionsapiserver.CustomResourceDefinitions
 	etcd           *embeddedetcd.Server
+	etcdTLS        *embeddedetcd.TLSFiles
 	plane          *dataplane.Registry
 	adminConfig    *rest.Config
 	kubeconfigPath string
@@ -63,6 +64,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		if s.etcd, err = embeddedetcd.Start(ctx, *c.derived.embeddedEtcd); err != nil {
 			return nil, err
 		}
+		s.etcdTLS = c.derived.embeddedEtcd.TLS
 	}
 
 	c.Apiextensions.GenericConfig.BuildHandlerChainFunc = c.buildHandlerChain
@@ -119,6 +121,10 @@ func (s *Server) EmbeddedEtcdURL() string {
 	}
 	return s.etcd.ClientURL()
 }
+
+// EmbeddedEtcdTLS holds the client certificate the embedded etcd demands
+// (only this server has it); nil without an embedded etcd.
+func (s *Server) EmbeddedEtcdTLS() *embeddedetcd.TLSFiles { return s.etcdTLS }
 
 // PreparedServer is a server whose handlers are complete.
 type PreparedServer struct {
