@@ -11,6 +11,14 @@
 //	srv.RestartServer(t)                               // same etcd, same address
 //	cachetest.Eventually(t, "copied", func(ctx context.Context) error { ... })
 //
+// etcd accepts only the server's client certificate (passed with the
+// external etcd flags), and the server trusts a client CA of the fixture's,
+// so tests mint identities:
+//
+//	amber := srv.ShardConfig(t, "amber")               // client certificate for system:kcp:shard:amber
+//	reader := srv.UserConfig(t, "dashboard", cache.ReadersGroup)
+//	srv := cachetest.StartServer(t, cachetest.WithFlags(func(o *options.Options) { o.Authentication.TokenAuthFile = path }))
+//
 // Outside tests, Start and Stop do the same with errors instead of t, and
 // StartProcess runs any other server (the examples' shard stand-in) the same
 // way: in the background, ready when /readyz answers 200, stopped by Stop,

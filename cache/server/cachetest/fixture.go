@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
@@ -59,6 +61,9 @@ type Options struct {
 	// Configure, when set, changes the cache server's configuration before
 	// it is completed, at every start (its bootstrapped types, say).
 	Configure func(*server.Config)
+	// Flags, when set, changes the cache server's options (its flags)
+	// before every start: a token file, auditing, a client CA of its own.
+	Flags func(*options.Options)
 }
 
 // Server is an etcd and a cache server (and, when mounted, its host) running
@@ -67,8 +72,12 @@ type Server struct {
 	opts       Options
 	tempDirs   []string
 	etcd       *embeddedetcd.Server
+	etcdTLS    embeddedetcd.TLSFiles
 	etcdClient *clientv3.Client
 	etcdPrefix string
+	// clientCA issues the identities of UserConfig; the server trusts it.
+	clientCA     *pki.CA
+	clientCAFile string
 
 	process    *Process
 	server     *server.Server
@@ -101,11 +110,27 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 			return nil, err
 		}
 	}
-	s.etcd, err = embeddedetcd.Start(ctx, embeddedetcd.Config{Directory: s.opts.EtcdDirectory, UnsafeNoFsync: !s.opts.Durable})
+	// etcd accepts only the server's client certificate, handed over with
+	// the external etcd flags (--etcd-cafile, ...), as in production.
+	certs, err := s.dirOrTemp("")
+	if err != nil {
+		return nil, err
+	}
+	if s.etcdTLS, err = embeddedetcd.GenerateTLS(filepath.Join(certs, "etcd")); err != nil {
+		return nil, err
+	}
+	if err := s.newClientCA(filepath.Join(certs, "client-ca.crt")); err != nil {
+		return nil, err
+	}
+	s.etcd, err = embeddedetcd.Start(ctx, embeddedetcd.Config{Directory: s.opts.EtcdDirectory, UnsafeNoFsync: !s.opts.Durable, TLS: &s.etcdTLS})
 	if err != nil {
 		return nil, fmt.Errorf("starting etcd: %w", err)
 	}
-	s.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.ClientURL()}, DialTimeout: 5 * time.Second})
+	tlsConfig, err := s.etcdTLS.ClientTLSConfig()
+	if err != nil {
+		return nil, err
+	}
+	s.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.ClientURL()}, TLS: tlsConfig, DialTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
@@ -153,8 +178,11 @@ func (s *Server) startServer(ctx context.Context, readyPath string) error {
 func (s *Server) serverOptions(root, etcdPrefix string) *options.Options {
 	opts := options.NewOptions()
 	opts.RootDirectory = root
-	opts.Etcd.StorageConfig.Transport.ServerList = []string{s.etcd.ClientURL()}
+	transport := &opts.Etcd.StorageConfig.Transport
+	transport.ServerList = []string{s.etcd.ClientURL()}
+	transport.TrustedCAFile, transport.CertFile, transport.KeyFile = s.etcdTLS.CAFile, s.etcdTLS.ClientCertFile, s.etcdTLS.ClientKeyFile
 	opts.Etcd.StorageConfig.Prefix = etcdPrefix
+	opts.Authentication.ClientCert.ClientCA = s.clientCAFile
 	return opts
 }
 
@@ -185,6 +213,9 @@ func (s *Server) newStandalone(ctx context.Context) (func(context.Context) error
 	opts := s.serverOptions(s.opts.RootDirectory, s.etcdPrefix)
 	if err := s.listen(opts); err != nil {
 		return nil, err
+	}
+	if s.opts.Flags != nil {
+		s.opts.Flags(opts)
 	}
 	cfg, err := newConfig(opts, server.NewConfig)
 	if err != nil {
@@ -219,7 +250,11 @@ func (s *Server) newMounted(ctx context.Context) (func(context.Context) error, e
 	hostCfg.StandIn.PathScoper = filters.ClusterPaths(s.opts.HostShard)
 	hostCfg.StandIn.Mount = mount
 	generic := hostCfg.Apiextensions.GenericConfig
-	cacheCfg, err := newConfig(s.serverOptions(s.opts.RootDirectory, s.etcdPrefix), func(o options.CompletedOptions) (*server.Config, error) {
+	cacheOpts := s.serverOptions(s.opts.RootDirectory, s.etcdPrefix)
+	if s.opts.Flags != nil {
+		s.opts.Flags(cacheOpts)
+	}
+	cacheCfg, err := newConfig(cacheOpts, func(o options.CompletedOptions) (*server.Config, error) {
 		return server.NewMountedConfig(o, server.Host{
 			LoopbackClientConfig: generic.LoopbackClientConfig,
 			Authenticator:        generic.Authentication.Authenticator,

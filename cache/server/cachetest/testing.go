@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 )
 
@@ -31,6 +32,12 @@ func Mounted(shard string) Option {
 // completed, at every start.
 func WithConfig(configure func(*server.Config)) Option {
 	return func(o *Options) { o.Configure = configure }
+}
+
+// WithFlags changes the cache server's options (its flags) before every
+// start: a token file, auditing, ...
+func WithFlags(flags func(*options.Options)) Option {
+	return func(o *Options) { o.Flags = flags }
 }
 
 // StartServer starts a Server for a test and stops it in t.Cleanup, failing
