@@ -75,11 +75,16 @@ func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, 
 	return nil
 }
 
-// staticTokens are the tokens the server itself issues.
+// staticTokens are the tokens the server itself issues: the admin's and,
+// for a mounted cache, the host shard's.
 func staticTokens(derived *derivedConfig) map[string]*user.DefaultInfo {
-	return map[string]*user.DefaultInfo{
+	tokens := map[string]*user.DefaultInfo{
 		derived.adminToken: {Name: AdminUser, Groups: []string{user.SystemPrivilegedGroup, user.AllAuthenticated}},
 	}
+	if derived.hostShardToken != "" {
+		tokens[derived.hostShardToken] = &user.DefaultInfo{Name: cache.ShardUser(derived.hostShard), Groups: []string{user.AllAuthenticated}}
+	}
+	return tokens
 }
 
 // anonymousHealthChecks authenticates credential-less requests for health

@@ -86,6 +86,10 @@ type derivedConfig struct {
 	// hostLoopback is the host's loopback configuration when the cache is
 	// mounted (see NewMountedConfig); nil for a standalone server.
 	hostLoopback *rest.Config
+	// hostShard and hostShardToken identify the host's own shard to a
+	// mounted cache (see Host.Shard); the token lives only in memory.
+	hostShard      string
+	hostShardToken string
 }
 
 // shutdownWatchTerminationGracePeriod bounds how long shutdown waits for

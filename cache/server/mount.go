@@ -35,6 +35,11 @@ type Host struct {
 	// admin and loopback tokens.
 	Authenticator authenticator.Request
 	Authorizer    authorizer.Authorizer
+	// Shard, when set, is the host's own shard name: the cache mints a token
+	// for its identity, system:kcp:shard:<Shard>, so that the host's
+	// replication uses the cache as that shard (Server.HostShardConfig), not
+	// as an admin.
+	Shard string
 }
 
 // applyMountedServing configures a cache without a listener of its own.
@@ -55,6 +60,15 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 	generic.LoopbackClientConfig = loopback
 	generic.SecureServing = nil
 	generic.ExternalAddress = u.Host
+	if host.Shard != "" {
+		if err := cache.ValidateShardName(host.Shard); err != nil {
+			return fmt.Errorf("the host's shard: %w", err)
+		}
+		if derived.hostShardToken, err = randomToken(); err != nil {
+			return err
+		}
+		derived.hostShard = host.Shard
+	}
 	return applyAuth(&generic.Config, auth, derived, &host)
 }
 

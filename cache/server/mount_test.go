@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"net/http"
 	"reflect"
 	"testing"
 
@@ -62,5 +63,33 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 		if err := cachetest.WaitForPath(ctx, hostAdmin, p); err != nil {
 			t.Error(err)
 		}
+	}
+
+	// Shard blue, authenticated by the host's client CA, gets the cache's
+	// rules: its own partition only, every partition to read.
+	blue := srv.ShardConfig(t, "blue")
+	if code, status := call(t, blue, "POST", cache.ScopedPath(cache.Scope{Shard: "blue", Cluster: "org"}, exportsPath), exportBody("by-blue")); code != http.StatusCreated {
+		t.Errorf("blue writing its partition through the host: %d %s", code, status.Message)
+	}
+	for _, path := range []string{cache.ScopedPath(cache.Scope{Shard: "amber", Cluster: "root"}, exportsPath), cache.ServicePrefix + exportsPath} {
+		if code, status := call(t, blue, "POST", path, exportBody("x")); code != http.StatusForbidden {
+			t.Errorf("blue writing %s through the host: %d %s, want 403", path, code, status.Message)
+		}
+	}
+	if code, status := call(t, blue, "GET", cache.ScopedPath(cache.Scope{Shard: "*", Cluster: "*"}, exportsPath), ""); code != http.StatusOK {
+		t.Errorf("blue listing */*: %d %s", code, status.Message)
+	}
+
+	// The host's own replication gets amber's identity from the cache, not
+	// the admin's: it may write amber's partition only.
+	hostShard := srv.Server().HostShardConfig()
+	if hostShard == nil || hostShard.BearerToken == srv.Config().BearerToken {
+		t.Fatalf("no identity of its own for the host shard: %v", hostShard)
+	}
+	if code, status := call(t, hostShard, "POST", cache.ScopedPath(cache.Scope{Shard: "amber", Cluster: "root"}, exportsPath), exportBody("by-host")); code != http.StatusCreated {
+		t.Errorf("the host shard writing its partition: %d %s", code, status.Message)
+	}
+	if code, status := call(t, hostShard, "POST", cache.ScopedPath(cache.Scope{Shard: "blue", Cluster: "root"}, exportsPath), exportBody("x")); code != http.StatusForbidden {
+		t.Errorf("the host shard writing blue's partition: %d %s, want 403", code, status.Message)
 	}
 }

@@ -30,12 +30,14 @@ type Server struct {
 	// GenericAPIServer is the upstream server; hosts may add hooks and checks.
 	GenericAPIServer *genericapiserver.GenericAPIServer
 
-	apiextensions  *apiextensionsapiserver.CustomResourceDefinitions
-	etcd           *embeddedetcd.Server
-	etcdTLS        *embeddedetcd.TLSFiles
-	plane          *dataplane.Registry
-	adminConfig    *rest.Config
-	kubeconfigPath string
+	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
+	etcd          *embeddedetcd.Server
+	etcdTLS       *embeddedetcd.TLSFiles
+	plane         *dataplane.Registry
+	adminConfig   *rest.Config
+	// hostShardConfig reaches a mounted cache as the host's shard.
+	hostShardConfig *rest.Config
+	kubeconfigPath  string
 
 	mu sync.Mutex
 	// closed is set by Close; Run refuses to start after it.
@@ -94,6 +96,10 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		// host routes /services/cache/ to us before its own filters.
 		s.adminConfig = rest.CopyConfig(c.derived.hostLoopback)
 		s.adminConfig.BearerToken = c.derived.adminToken
+		if c.derived.hostShardToken != "" {
+			s.hostShardConfig = rest.CopyConfig(s.adminConfig)
+			s.hostShardConfig.BearerToken = c.derived.hostShardToken
+		}
 	} else {
 		listener := c.Apiextensions.GenericConfig.SecureServing.Listener
 		s.adminConfig = adminRESTConfig(listenAddress(listener), c.derived.servingCAData, c.derived.adminToken)
@@ -120,6 +126,15 @@ func (s *Server) EmbeddedEtcdURL() string {
 		return ""
 	}
 	return s.etcd.ClientURL()
+}
+
+// HostShardConfig returns a client configuration for a mounted cache that
+// authenticates as the host's shard (Host.Shard), or nil without one.
+func (s *Server) HostShardConfig() *rest.Config {
+	if s.hostShardConfig == nil {
+		return nil
+	}
+	return rest.CopyConfig(s.hostShardConfig)
 }
 
 // EmbeddedEtcdTLS holds the client certificate the embedded etcd demands

@@ -259,6 +259,7 @@ func (s *Server) newMounted(ctx context.Context) (func(context.Context) error, e
 			LoopbackClientConfig: generic.LoopbackClientConfig,
 			Authenticator:        generic.Authentication.Authenticator,
 			Authorizer:           generic.Authorization.Authorizer,
+			Shard:                s.opts.HostShard,
 		})
 	})
 	if err != nil {

@@ -129,6 +129,7 @@ func newMountedCacheConfig(o CompletedOptions, hostCfg *server.Config) (*server.
 		LoopbackClientConfig: generic.LoopbackClientConfig,
 		Authenticator:        generic.Authentication.Authenticator,
 		Authorizer:           generic.Authorization.Authorizer,
+		Shard:                o.Cache.ShardName,
 	})
 }
 
@@ -140,7 +141,8 @@ func cacheRESTConfig(o CompletedOptions, mounted *server.Server) (*rest.Config, 
 	case o.Cache.CacheURL != "":
 		return client.ConfigFromURL(o.Cache.CacheURL)
 	case mounted != nil:
-		return mounted.AdminConfig(), nil
+		// The shard's own identity: it may write only its partition.
+		return mounted.HostShardConfig(), nil
 	}
 	return nil, fmt.Errorf("no cache configured")
 }
