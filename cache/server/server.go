@@ -85,6 +85,9 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	loopback := s.GenericAPIServer.LoopbackClientConfig
+	if err := s.startCRDPurger(crdInformer, loopback); err != nil {
+		return nil, err
+	}
 	if err := s.GenericAPIServer.AddPostStartHook(BootstrapHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		return boot.run(klog.NewContext(hookCtx, logger), loopback)
 	}); err != nil {
