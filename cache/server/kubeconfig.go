@@ -42,7 +42,7 @@ func adminRESTConfig(host string, caData []byte, token string) *rest.Config {
 func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["cache"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken, ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
 	kc.Contexts["cache"] = &clientcmdapi.Context{Cluster: "cache", AuthInfo: "admin"}
 	kc.CurrentContext = "cache"
 	return clientcmd.WriteToFile(*kc, path)

@@ -22,7 +22,7 @@ type benchServer struct {
 }
 
 func startServer(ctx context.Context, rootDir string) (*benchServer, error) {
-	srv, err := inprocess.Cache(ctx, rootDir, 0)
+	srv, err := inprocess.Cache(ctx, rootDir, 0, nil)
 	if err != nil {
 		return nil, err
 	}

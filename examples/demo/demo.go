@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/examples/internal/run"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
@@ -63,19 +65,29 @@ func detail(format string, args ...interface{}) {
 }
 
 func (d *demo) run(ctx context.Context) error {
-	d.say("Starting a cache server with an embedded etcd")
-	cache, err := run.Cache(ctx, filepath.Join(d.root, "cache"), 0)
+	d.say("Starting a cache server with an embedded etcd; it trusts a client CA that issues one identity per shard")
+	ids, err := run.NewIdentities(filepath.Join(d.root, "identities"))
+	if err != nil {
+		return err
+	}
+	cache, err := run.Cache(ctx, filepath.Join(d.root, "cache"), 0, ids.TrustedBy)
 	d.cache = cache
 	if err != nil {
 		return err
 	}
 	detail("serving %s/services/cache/shards/{shard}/clusters/{cluster}/...", cache.Config().Host)
-	detail("admin kubeconfig: %s", cache.Kubeconfig())
+	detail("admin kubeconfig: %s (the demo reads with it; no shard gets it)", cache.Kubeconfig())
+	detail("client CA (--client-ca-file): %s", ids.CAFile)
 
-	d.say("Starting shards alpha and beta; each pushes its APIExports and APIResourceSchemas into the cache")
+	d.say("Starting shards alpha and beta; each pushes its APIExports and APIResourceSchemas into the cache with its own identity")
+	kubeconfigs := map[string]string{}
 	for _, name := range []string{"alpha", "beta"} {
+		if kubeconfigs[name], err = ids.ShardKubeconfig(cache, name); err != nil {
+			return err
+		}
+		detail("shard %-5s authenticates as %s (client certificate in %s)", name, kcpcache.ShardUser(name), kubeconfigs[name])
 		s, err := run.StartShard(ctx, filepath.Join(d.root, name), name, func(o *shardserver.Options) {
-			o.Cache.CacheKubeconfig = cache.Kubeconfig()
+			o.Cache.CacheKubeconfig = kubeconfigs[name]
 		})
 		d.shards[name] = s
 		if err != nil {
@@ -102,6 +114,11 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	if err := printCopies(ctx, everywhere); err != nil {
+		return err
+	}
+
+	d.say("Shard beta's identity may read alpha's partition but not write it")
+	if err := d.tryOverwrite(ctx, kubeconfigs["beta"]); err != nil {
 		return err
 	}
 
@@ -138,6 +155,28 @@ func (d *demo) run(ctx context.Context) error {
 		}
 	}
 	detail("shard beta: /readyz 200, /readyz/cache-replication 200 (its own use of the cache is healthy)")
+	return nil
+}
+
+// tryOverwrite reads alpha's export with beta's cache identity, then tries
+// to overwrite it and expects the cache to refuse.
+func (d *demo) tryOverwrite(ctx context.Context, betaKubeconfig string) error {
+	cfg, err := client.ConfigFromKubeconfig(betaKubeconfig, "")
+	if err != nil {
+		return err
+	}
+	alphas := scoped(cfg, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "alpha", Cluster: exportCluster})).Resource(shardserver.APIExports)
+	got, err := alphas.Get(ctx, exportName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("beta reading alpha's copy: %w", err)
+	}
+	detail("beta reads shards/alpha/clusters/%s apiexports %s: ok", exportCluster, got.GetName())
+	got.SetLabels(map[string]string{"overwritten-by": "beta"})
+	_, err = alphas.Update(ctx, got, metav1.UpdateOptions{})
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("beta overwriting alpha's copy: got %v, want 403 Forbidden", err)
+	}
+	detail("beta updates it: 403 %v", err)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
@@ -24,13 +25,15 @@ import (
 // examples/cache-server runs, its certificate, token, kubeconfig and etcd
 // data under root, on loopback port port (0: a reserved free port). Starting
 // it again with the same root and port reuses its data, serving certificate
-// and admin token, so kubeconfigs stay valid.
-func Cache(ctx context.Context, root string, port int) (*cachetest.Server, error) {
+// and admin token, so kubeconfigs stay valid. flags, when set, adjusts its
+// options (a client CA, auditing, ...).
+func Cache(ctx context.Context, root string, port int, flags func(*options.Options)) (*cachetest.Server, error) {
 	return cachetest.Start(ctx, cachetest.Options{
 		RootDirectory: root,
 		EtcdDirectory: filepath.Join(root, "etcd-server"),
 		Port:          port,
 		Durable:       true,
+		Flags:         flags,
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/hook"
+	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/examples/internal/run"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
@@ -38,9 +39,9 @@ func startShard(t *testing.T, name string, customize func(*shardserver.Options))
 	return s
 }
 
-func startCache(t *testing.T, root string, port int) *cachetest.Server {
+func startCache(t *testing.T, root string, port int, flags func(*options.Options)) *cachetest.Server {
 	t.Helper()
-	c, err := run.Cache(testContext(t), root, port)
+	c, err := run.Cache(testContext(t), root, port, flags)
 	if err != nil {
 		t.Fatalf("starting the cache: %v", err)
 	}
@@ -157,7 +158,7 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 	t.Parallel()
 	ctx := testContext(t)
 	cacheRoot := t.TempDir()
-	first := startCache(t, cacheRoot, 0)
+	first := startCache(t, cacheRoot, 0, nil)
 	port := first.Options().Port
 	kubeconfig := first.Kubeconfig()
 	if err := first.Stop(); err != nil {
@@ -190,21 +191,39 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 		}
 	}
 
-	second := startCache(t, cacheRoot, port)
+	second := startCache(t, cacheRoot, port, nil)
 	cache := scoped(t, second.Config(), cacheScope("*", "*"))
 	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "beta/root/a", "beta/root/b") })
 	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCode(ctx, beta.Config, hook.StatusPath, http.StatusOK) })
 }
 
 // With the origin shard gone, another shard still resolves its exports
-// from the cache (read-only availability, the point of the cache).
+// from the cache (read-only availability, the point of the cache). Each
+// shard uses the cache with its own identity, not the admin token: its
+// replication controller writes its partition, its global informers and
+// the hook's probe read through */* and /readyz.
 func TestFallbackLookupsSurviveTheOriginShard(t *testing.T) {
 	t.Parallel()
 	ctx := testContext(t)
-	cache := startCache(t, t.TempDir(), 0)
-	use := func(o *shardserver.Options) { o.Cache.CacheKubeconfig = cache.Kubeconfig() }
-	alpha := startShard(t, "alpha", use)
-	beta := startShard(t, "beta", use)
+	ids, err := run.NewIdentities(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := startCache(t, t.TempDir(), 0, ids.TrustedBy)
+	use := func(shard string) func(o *shardserver.Options) {
+		kubeconfig, err := ids.ShardKubeconfig(cache, shard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(o *shardserver.Options) { o.Cache.CacheKubeconfig = kubeconfig }
+	}
+	alpha := startShard(t, "alpha", use("alpha"))
+	beta := startShard(t, "beta", use("beta"))
+	for _, s := range []*run.Shard{alpha, beta} {
+		cachetest.Eventually(t, "the shard's use of the cache is healthy", func(ctx context.Context) error {
+			return expectCode(ctx, s.Config, hook.StatusPath, http.StatusOK)
+		})
+	}
 
 	export, err := scoped(t, alpha.Config, "/clusters/payments").Resource(shardserver.APIExports).Create(ctx, object("APIExport", "payments", nil), metav1.CreateOptions{})
 	if err != nil {
