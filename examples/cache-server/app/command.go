@@ -22,7 +22,9 @@ func NewCommand() *cobra.Command {
 		Short: "Serve a kcp cache: shard-partitioned Kubernetes API objects in etcd",
 		Long: `cache-server serves objects that kcp shards push, partitioned by shard and
 logical cluster under /services/cache/shards/{shard}/clusters/{cluster}/. Without
---etcd-servers it runs an embedded etcd under --root-directory.`,
+--etcd-servers it runs an embedded etcd under --root-directory that only this
+process can reach. Shards authenticate as system:kcp:shard:<name> (--client-ca-file
+or --token-auth-file) and may write only their own partition.`,
 	}
 	return command.New(cmd, opts.AddFlags, func(ctx context.Context) error {
 		completed, err := opts.Complete()
