@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -22,26 +23,30 @@ func TestDiscoveryUnderAScopedPrefix(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
 	srv.InstallCRD(t, cachetest.WidgetNames)
+	// Discovery follows a runtime CRD a moment after the type is served
+	// (apiextensions' discovery controller has its own queue): poll.
 	for _, scope := range [][2]string{{"amber", "root"}, {"*", "*"}} {
-		dc, err := discovery.NewDiscoveryClientForConfig(srv.ScopedConfig(scope[0], scope[1]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-		for _, gvk := range []schema.GroupVersionKind{
-			{Group: "apis.kcp.io", Version: "v1alpha1", Kind: "APIExport"},
-			{Group: "apis.kcp.io", Version: "v1alpha1", Kind: "APIResourceSchema"},
-			{Group: "example.dev", Version: "v1", Kind: "Widget"},
-		} {
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		cachetest.Eventually(t, "discovery lists every type", func(context.Context) error {
+			dc, err := discovery.NewDiscoveryClientForConfig(srv.ScopedConfig(scope[0], scope[1]))
 			if err != nil {
-				t.Errorf("%v: no mapping for %v: %v", scope, gvk, err)
-				continue
+				return err
 			}
-			if wantNamespaced := gvk.Kind == "Widget"; (m.Scope.Name() == "namespace") != wantNamespaced {
-				t.Errorf("%v: %v has scope %q", scope, gvk, m.Scope.Name())
+			mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+			for _, gvk := range []schema.GroupVersionKind{
+				{Group: "apis.kcp.io", Version: "v1alpha1", Kind: "APIExport"},
+				{Group: "apis.kcp.io", Version: "v1alpha1", Kind: "APIResourceSchema"},
+				{Group: "example.dev", Version: "v1", Kind: "Widget"},
+			} {
+				m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+				if err != nil {
+					return fmt.Errorf("%v: no mapping for %v: %w", scope, gvk, err)
+				}
+				if wantNamespaced := gvk.Kind == "Widget"; (m.Scope.Name() == "namespace") != wantNamespaced {
+					return fmt.Errorf("%v: %v has scope %q", scope, gvk, m.Scope.Name())
+				}
 			}
-		}
+			return nil
+		})
 	}
 }
 
