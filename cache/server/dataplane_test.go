@@ -11,7 +11,6 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,32 +25,13 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
-// createCRD creates crd through the unprefixed path and waits until amber/root
-// serves its first version.
-func createCRD(t *testing.T, srv *cachetest.Server, crd *apiextensionsv1.CustomResourceDefinition) {
-	t.Helper()
-	ctx := testContext(t)
-	client, err := apiextensionsclient.NewForConfig(srv.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating CRD: %v", err)
-	}
-	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
-	cachetest.Eventually(t, "condition", func(context.Context) error {
-		_, err := dyn(t, srv, "amber", "root").Resource(gvr).List(ctx, metav1.ListOptions{})
-		return err
-	})
-}
-
 func TestPathSegmentNamesWhereTheTypeSaysSo(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
 	roles := server.SchemalessCRD(server.CRDNames{Group: "rbac.example.dev", Version: "v1", Resource: "clusterroles", Kind: "ClusterRole"})
 	roles.Annotations = map[string]string{dataplane.ValidateNameAnnotation: string(dataplane.PathSegmentNames)}
-	createCRD(t, srv, roles)
+	srv.InstallCRDObject(t, roles)
 	rolesGVR := schema.GroupVersionResource{Group: "rbac.example.dev", Version: "v1", Resource: "clusterroles"}
 	c := dyn(t, srv, "amber", "root")
 
@@ -95,7 +75,7 @@ func TestEveryVersionServesTheSameObjects(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
-	createCRD(t, srv, twoVersionCRD())
+	srv.InstallCRDObject(t, twoVersionCRD())
 	v1 := schema.GroupVersionResource{Group: "multi.example.dev", Version: "v1", Resource: "gizmos"}
 	v2 := v1
 	v2.Version = "v2"

@@ -2,6 +2,7 @@ package cachetest
 
 import (
 	"context"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"net/http"
 	"sort"
 	"testing"
@@ -129,15 +130,21 @@ func (s *Server) EtcdKeys(t testing.TB, prefix string) []string {
 // partition serves it. A type that exists already is kept.
 func (s *Server) InstallCRD(t testing.TB, names server.CRDNames) schema.GroupVersionResource {
 	t.Helper()
+	return s.InstallCRDObject(t, server.SchemalessCRD(names))
+}
+
+// InstallCRDObject is InstallCRD for a CRD built by the caller (several
+// versions, annotations); it waits until the CRD's first version is served.
+func (s *Server) InstallCRDObject(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition) schema.GroupVersionResource {
+	t.Helper()
 	crds, err := apiextensionsclient.NewForConfig(s.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := server.SchemalessCRD(names)
 	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Create(context.Background(), crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating CRD %s: %v", crd.Name, err)
 	}
-	gvr := schema.GroupVersionResource{Group: names.Group, Version: names.Version, Resource: names.Resource}
+	gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: crd.Spec.Versions[0].Name, Resource: crd.Spec.Names.Plural}
 	probe := Dynamic(t, s.ScopedConfig("probe", "root"), "")
 	Eventually(t, crd.Name+" served", func(ctx context.Context) error {
 		_, err := probe.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
