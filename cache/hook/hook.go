@@ -45,7 +45,8 @@ type Config struct {
 	// Resources are the replicated types; nil means replication.DefaultResources().
 	Resources []replication.Resource
 	// GlobalResources are the types the global informers watch in every
-	// shard and cluster; nil means the replicated types.
+	// shard and cluster; nil means every type of the kcp profile, as kcp's
+	// own global informers do, and every replicated type.
 	GlobalResources []schema.GroupVersionResource
 	// Workers is the replication controller's concurrency; 0 means its default.
 	Workers int
@@ -76,9 +77,7 @@ func New(cfg Config) (*Hook, error) {
 		cfg.Resources = replication.DefaultResources()
 	}
 	if cfg.GlobalResources == nil {
-		for _, r := range cfg.Resources {
-			cfg.GlobalResources = append(cfg.GlobalResources, r.GVR)
-		}
+		cfg.GlobalResources = defaultGlobalResources(cfg.Resources)
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = defaultProbeInterval
@@ -215,4 +214,22 @@ func (h *Hook) cacheReady(ctx context.Context) error {
 		return fmt.Errorf("cache /readyz answered %s", resp.Status)
 	}
 	return nil
+}
+
+// defaultGlobalResources is the kcp profile's types followed by the
+// replicated ones it lacks.
+func defaultGlobalResources(replicated []replication.Resource) []schema.GroupVersionResource {
+	var gvrs []schema.GroupVersionResource
+	seen := map[schema.GroupVersionResource]bool{}
+	for _, t := range kcpcache.KcpTypes() {
+		gvrs = append(gvrs, t.GVR())
+		seen[t.GVR()] = true
+	}
+	for _, r := range replicated {
+		if !seen[r.GVR] {
+			gvrs = append(gvrs, r.GVR)
+			seen[r.GVR] = true
+		}
+	}
+	return gvrs
 }

@@ -42,13 +42,32 @@ type Resource struct {
 	Filter func(obj *unstructured.Unstructured) bool
 }
 
-// DefaultResources returns the types every kcp shard replicates:
-// apis.kcp.io/v1alpha1 apiexports and apiresourceschemas, unfiltered.
-func DefaultResources() []Resource {
-	return []Resource{
-		{GVR: schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}, Kind: "APIExport"},
-		{GVR: schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"}, Kind: "APIResourceSchema"},
+// DefaultResources returns what a kcp shard replicates: the types of the
+// kcp profile (kcpcache.KcpTypes) that kcp pushes, under the version kcp
+// uses, with kcp's filters.
+func DefaultResources() []Resource { return ResourcesFor(kcpcache.KcpTypes()) }
+
+// ResourcesFor returns the replicated resources of types: those whose
+// policy pushes anything, annotated-only ones with a filter that selects
+// objects carrying kcpcache.AnnotationReplicate.
+func ResourcesFor(types []kcpcache.Type) []Resource {
+	var out []Resource
+	for _, t := range types {
+		r := Resource{GVR: t.GVR(), Kind: t.Kind}
+		switch t.Replicate {
+		case kcpcache.ReplicateNone:
+			continue
+		case kcpcache.ReplicateAnnotated:
+			r.Filter = markedForReplication
+		}
+		out = append(out, r)
 	}
+	return out
+}
+
+// markedForReplication selects objects kcp marks for the cache.
+func markedForReplication(obj *unstructured.Unstructured) bool {
+	return obj.GetAnnotations()[kcpcache.AnnotationReplicate] != ""
 }
 
 // Config is everything a Controller needs. Fill it directly, or from
