@@ -11,8 +11,8 @@ func TestParseExportReadsBothVersions(t *testing.T) {
 		want []string
 		ok   bool
 	}{
-		"v1alpha2": {`"spec":{"resources":[{"name":"widgets","group":"example.dev","schema":"v1.widgets.example.dev"}]},"status":{"identityHash":"h"}`, []string{"v1.widgets.example.dev"}, true},
-		"v1alpha1": {`"spec":{"latestResourceSchemas":["v2.widgets.example.dev","v1.gadgets.example.dev"]},"status":{"identityHash":"h"}`, []string{"v2.widgets.example.dev", "v1.gadgets.example.dev"}, true},
+		"v1alpha2":        {`"spec":{"resources":[{"name":"widgets","group":"example.dev","schema":"v1.widgets.example.dev"}]},"status":{"identityHash":"h"}`, []string{"v1.widgets.example.dev"}, true},
+		"v1alpha1":        {`"spec":{"latestResourceSchemas":["v2.widgets.example.dev","v1.gadgets.example.dev"]},"status":{"identityHash":"h"}`, []string{"v2.widgets.example.dev", "v1.gadgets.example.dev"}, true},
 		"no identity yet": {`"spec":{"latestResourceSchemas":["v1.widgets.example.dev"]}`, nil, false},
 		"not JSON":        {`"spec":`, nil, false},
 	} {
