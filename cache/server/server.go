@@ -140,6 +140,16 @@ func (s *Server) EmbeddedEtcdURL() string {
 	return s.etcd.ClientURL()
 }
 
+// EmbeddedEtcdClusterID is the identity of the embedded etcd's cluster;
+// empty without one. An in-memory etcd (--storage=memory) has a new one at
+// every start: the cache starts empty, a new epoch.
+func (s *Server) EmbeddedEtcdClusterID() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return s.etcd.ClusterID()
+}
+
 // HostShardConfig returns a client configuration for a mounted cache that
 // authenticates as the host's shard (Host.Shard), or nil without one.
 func (s *Server) HostShardConfig() *rest.Config {
