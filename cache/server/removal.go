@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
@@ -75,7 +75,9 @@ func (s *Server) startRemoval(ctx context.Context, c CompletedConfig, crds apiex
 		Retention:    cfg.TypeRetention,
 		Interval:     cfg.CheckInterval,
 		Bootstrapped: bootstrapped,
-		CRDs:         func() ([]*apiextensionsv1.CustomResourceDefinition, error) { return crds.Lister().List(labels.Everything()) },
+		CRDs: func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+			return crds.Lister().List(labels.Everything())
+		},
 		Delete: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
 			return crdClient.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{
 				Preconditions: &metav1.Preconditions{UID: &crd.UID, ResourceVersion: &crd.ResourceVersion},

@@ -220,4 +220,3 @@ func TestUnusedRuntimeTypeIsRemoved(t *testing.T) {
 		t.Errorf("kcp_cache_removal_removed_types_total = %v, want at least 1", got)
 	}
 }
-

@@ -38,9 +38,9 @@ type Server struct {
 	etcdClient *clientv3.Client
 	// background are the removal loops the post-start hooks started; stop
 	// waits for them before it closes their etcd client and the etcd.
-	background sync.WaitGroup
-	plane         *dataplane.Registry
-	adminConfig   *rest.Config
+	background  sync.WaitGroup
+	plane       *dataplane.Registry
+	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
 	hostShardConfig *rest.Config
 	kubeconfigPath  string

@@ -26,6 +26,9 @@ type EtcdCluster struct {
 	tls     embeddedetcd.TLSFiles
 	members []*embeddedetcd.Server
 	urls    []string
+	client  *clientv3.Client
+
+	mu sync.Mutex
 }
 
 // StartEtcdCluster starts n members (without fsync) and stops them when
@@ -72,6 +75,7 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatalf("starting a %d-member etcd cluster: %v", n, err)
 	}
+	c.client = c.Client(t)
 	return c
 }
 
@@ -102,29 +106,29 @@ func (c *EtcdCluster) Client(t testing.TB) *clientv3.Client {
 }
 
 // Leader returns the index of the member that leads the cluster now.
-func (c *EtcdCluster) Leader(t testing.TB) int {
-	t.Helper()
-	client := c.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
-	defer cancel()
+func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for i, u := range c.urls {
 		if c.members[i] == nil {
 			continue
 		}
-		st, err := client.Status(ctx, u)
+		st, err := c.client.Status(ctx, u)
 		if err != nil {
-			t.Fatalf("status of %s: %v", u, err)
+			return -1, fmt.Errorf("status of %s: %w", u, err)
 		}
 		if st.Leader == st.Header.MemberId {
-			return i
+			return i, nil
 		}
 	}
-	t.Fatal("no member leads the cluster")
-	return -1
+	return -1, fmt.Errorf("no member leads the cluster")
 }
 
 // Stop stops member i (its data stays); stopping it again does nothing.
+// The member closes gracefully, handing leadership over first.
 func (c *EtcdCluster) Stop(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.members[i] != nil {
 		c.members[i].Close()
 		c.members[i] = nil
