@@ -15,7 +15,9 @@ import (
 
 const testPrefix = "/cache"
 
-func startEtcd(t *testing.T) *clientv3.Client {
+func startEtcd(t *testing.T) *clientv3.Client { return startEtcdB(t) }
+
+func startEtcdB(t testing.TB) *clientv3.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -35,6 +37,10 @@ func startEtcd(t *testing.T) *clientv3.Client {
 // fill writes n keys of each type into shard's partition, over two clusters,
 // in transactions of 100.
 func fill(t *testing.T, c *clientv3.Client, shard string, types []string, n int) {
+	fillB(t, c, shard, types, n)
+}
+
+func fillB(t testing.TB, c *clientv3.Client, shard string, types []string, n int) {
 	t.Helper()
 	for _, tp := range types {
 		for i := 0; i < n; i += 100 {
