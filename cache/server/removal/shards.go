@@ -160,7 +160,11 @@ func (p *ShardPurger) watchShardObjects(ctx context.Context) {
 				break
 			}
 			p.shardObjectsDeleted(ctx, tp, resp.Events)
-			rev = resp.Header.Revision + 1
+			if n := len(resp.Events); n > 0 {
+				// Resume after the last event seen, never later: a
+				// deletion is seen once, and none is skipped.
+				rev = resp.Events[n-1].Kv.ModRevision + 1
+			}
 		}
 		cancel()
 		p.wait(ctx, 100*time.Millisecond)
