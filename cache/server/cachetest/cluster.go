@@ -124,6 +124,17 @@ func (c *EtcdCluster) Leader(ctx context.Context) (int, error) {
 	return -1, fmt.Errorf("no member leads the cluster")
 }
 
+// Kill stops member i at once, as a crash would: a leader does not hand
+// its leadership over, the others have to elect a new one.
+func (c *EtcdCluster) Kill(i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.members[i] != nil {
+		c.members[i].Kill()
+		c.members[i] = nil
+	}
+}
+
 // Stop stops member i (its data stays); stopping it again does nothing.
 // The member closes gracefully, handing leadership over first.
 func (c *EtcdCluster) Stop(i int) {

@@ -154,6 +154,15 @@ func (s *Server) Close() {
 	})
 }
 
+// Kill stops the member at once, as a crash would: without handing its
+// leadership over or finishing requests, so that the rest of its cluster
+// must notice and elect a new leader. Then it releases what Close releases.
+// For tests of failures; a server closes its member with Close.
+func (s *Server) Kill() {
+	s.etcd.Server.HardStop()
+	s.Close()
+}
+
 // memoryDirectory makes a fresh private directory on a memory file system:
 // /dev/shm on Linux, the temporary directory elsewhere.
 func memoryDirectory() (string, error) {
