@@ -28,14 +28,16 @@ const (
 
 // Config says where and how the embedded member runs.
 type Config struct {
-	// Directory holds etcd's data. It is created if missing. Ignored with
-	// InMemory.
+	// Directory holds etcd's data. It is created if missing (not with
+	// InMemory).
 	Directory string
 
 	// InMemory keeps the data in memory only: the member runs in a fresh
 	// directory on a memory file system (/dev/shm where there is one),
 	// without fsync, and Close removes it. Every start is a new cluster with
-	// a new identity and no data.
+	// a new identity and no data. Directory, if set, is not created; it
+	// names the memory directory, so that a start after a crash frees what
+	// the crashed member held.
 	InMemory bool
 
 	// Name is the member's name; empty means "kcp-cache". InitialCluster

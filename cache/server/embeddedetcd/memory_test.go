@@ -3,6 +3,7 @@ package embeddedetcd
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -52,5 +53,41 @@ func TestWorthDefragmenting(t *testing.T) {
 		if got := worthDefragmenting(tc.size, tc.inUse, 32*mib); got != tc.want {
 			t.Errorf("size %d MiB, in use %d MiB: %v, want %v", tc.size/mib, tc.inUse/mib, got, tc.want)
 		}
+	}
+}
+
+// What a crashed in-memory member left in memory is removed when a member
+// with the same configured directory starts again.
+func TestInMemoryMemberFreesWhatACrashLeft(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	configured := filepath.Join(t.TempDir(), "etcd")
+	srv, err := Start(ctx, Config{InMemory: true, Directory: configured})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := srv.memoryDir
+	srv.Close()
+	// A crash leaves the directory behind.
+	if err := os.MkdirAll(filepath.Join(dir, "member"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(dir, "member", "leftover")
+	if err := os.WriteFile(leftover, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, err = Start(ctx, Config{InMemory: true, Directory: configured})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if srv.memoryDir != dir {
+		t.Fatalf("memory directory %s, then %s: want the same for the same configuration", dir, srv.memoryDir)
+	}
+	if _, err := os.Stat(leftover); !os.IsNotExist(err) {
+		t.Errorf("the crashed member's data is still there (stat: %v)", err)
+	}
+	if _, err := os.Stat(configured); !os.IsNotExist(err) {
+		t.Errorf("the configured directory was created on disk (stat: %v)", err)
 	}
 }

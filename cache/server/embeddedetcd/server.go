@@ -2,10 +2,12 @@ package embeddedetcd
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -35,7 +37,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	logger := klog.FromContext(ctx).WithName("embedded-etcd")
 	var memoryDir string
 	if cfg.InMemory {
-		dir, err := memoryDirectory()
+		dir, err := memoryDirectory(cfg.Directory)
 		if err != nil {
 			return nil, err
 		}
@@ -164,14 +166,40 @@ func (s *Server) Kill() {
 }
 
 // memoryDirectory makes a fresh private directory on a memory file system:
-// /dev/shm on Linux, the temporary directory elsewhere.
-func memoryDirectory() (string, error) {
+// /dev/shm on Linux, the temporary directory elsewhere. For a member
+// configured with a directory, the name is derived from it (and the user),
+// so that a start after a crash removes what the crashed member left in
+// memory; without one, the name is random.
+func memoryDirectory(configured string) (string, error) {
 	base := os.TempDir()
 	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
 		base = "/dev/shm"
 	}
-	dir, err := os.MkdirTemp(base, "kcp-cache-etcd-")
+	if configured == "" {
+		dir, err := os.MkdirTemp(base, "kcp-cache-etcd-")
+		if err != nil {
+			return "", fmt.Errorf("creating the in-memory etcd's directory: %w", err)
+		}
+		return dir, nil
+	}
+	abs, err := filepath.Abs(configured)
 	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	dir := filepath.Join(base, fmt.Sprintf("kcp-cache-etcd-%d-%x", os.Getuid(), sum[:8]))
+	// A shared directory such as /dev/shm: remove only a directory of ours,
+	// and create the new one exclusively, so that nobody else's directory
+	// or link is ever used.
+	if info, err := os.Lstat(dir); err == nil {
+		if !info.IsDir() || !ownedByUs(info) {
+			return "", fmt.Errorf("%s exists and is not a directory of this user; remove it", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return "", fmt.Errorf("removing the data a previous in-memory etcd left: %w", err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating the in-memory etcd's directory: %w", err)
 	}
 	return dir, nil
