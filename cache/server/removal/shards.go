@@ -238,6 +238,12 @@ func (p *ShardPurger) processNext(ctx context.Context) bool {
 // purge decides again, with the heartbeat as it is now, and purges.
 func (p *ShardPurger) purge(ctx context.Context, req request) error {
 	logger := klog.FromContext(ctx).WithValues("shard", req.shard, "reason", req.reason)
+	if err := cache.ValidateShardName(req.shard); err != nil || cache.IsReservedName(req.shard) {
+		// Names come from etcd keys and Shard objects; the system
+		// partition and anything that is not a shard are never purged.
+		logger.Info("Not purging: not the name of a shard's partition", "err", err)
+		return nil
+	}
 	hb, err := p.heartbeat(ctx, req.shard)
 	if err != nil {
 		return err
