@@ -10,9 +10,11 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache"
 )
 
-// ShardResource is kcp's Shard type. kcp keeps one Shard object per shard,
-// named after it, in the root logical cluster of the root shard; the root
-// shard replicates them into its partition, cluster "root".
+// ShardResource is kcp's Shard type (in the kcp type profile,
+// cache.KcpTypes). kcp keeps one Shard object per shard, named after it, in
+// the root logical cluster of the root shard; the root shard replicates
+// them into its partition, cluster "root". The purger reads its keys even
+// when the type is not served.
 var ShardResource = schema.GroupResource{Group: "core.kcp.io", Resource: "shards"}
 
 // ShardObjectCluster is the cluster holding kcp's Shard objects.
