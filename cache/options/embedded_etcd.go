@@ -2,8 +2,22 @@ package options
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/pflag"
+)
+
+const (
+	// StorageEtcd keeps data in etcd on disk: the embedded member's
+	// directory, or the external cluster of --etcd-servers.
+	StorageEtcd = "etcd"
+	// StorageMemory keeps data in an embedded member without disk: a
+	// restarted server starts empty, as a new epoch, and shards refill it.
+	StorageMemory = "memory"
+
+	// DefaultEmbeddedEtcdMaintenanceInterval is how often the embedded etcd
+	// measures its file and defragments it when it is mostly free.
+	DefaultEmbeddedEtcdMaintenanceInterval = time.Minute
 )
 
 // EmbeddedEtcdOptions configure the etcd member that runs inside the cache
@@ -12,27 +26,57 @@ type EmbeddedEtcdOptions struct {
 	// Enabled is derived by Complete: true when no external etcd is configured.
 	Enabled bool
 
+	// Storage is StorageEtcd or StorageMemory.
+	Storage string
+
 	Directory  string
 	ClientPort int
 	PeerPort   int
+
+	// MaintenanceInterval is how often the member reports its database
+	// size and defragments a file that is mostly free space.
+	MaintenanceInterval time.Duration
 }
 
 // NewEmbeddedEtcdOptions returns kcp-compatible defaults.
 func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
-	return &EmbeddedEtcdOptions{ClientPort: 2379, PeerPort: 2380}
+	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval}
 }
 
 // AddFlags adds the embedded etcd's flags to fs.
 func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Directory, "embedded-etcd-directory", o.Directory,
 		"Directory of the embedded etcd's data. Relative to --root-directory unless absolute; defaults to <root-directory>/etcd-server. Used only when --etcd-servers is empty.")
+	fs.StringVar(&o.Storage, "storage", o.Storage,
+		"Where data lives: \"etcd\" (the embedded etcd's directory, or --etcd-servers) or \"memory\" (an embedded etcd without disk: a restarted server starts empty and the shards refill it; several such servers give availability).")
+	fs.DurationVar(&o.MaintenanceInterval, "embedded-etcd-maintenance-interval", o.MaintenanceInterval,
+		"How often the embedded etcd reports its database size (kcp_cache_embedded_etcd_db_size_bytes) and defragments its file when more than half of it is free space.")
 	fs.IntVar(&o.ClientPort, "embedded-etcd-client-port", o.ClientPort, "Loopback port the embedded etcd serves clients on; 0 picks a free port.")
 	fs.IntVar(&o.PeerPort, "embedded-etcd-peer-port", o.PeerPort, "Loopback port the embedded etcd uses for peer traffic; 0 picks a free port.")
 }
 
-// Validate checks the ports.
+// ValidateStorage checks --storage against whether an external etcd is
+// configured; it applies whether or not the member runs.
+func (o *EmbeddedEtcdOptions) ValidateStorage(external bool) []error {
+	switch o.Storage {
+	case StorageEtcd:
+		return nil
+	case StorageMemory:
+		if external {
+			return []error{fmt.Errorf("--storage=memory runs an embedded etcd without disk; it contradicts --etcd-servers")}
+		}
+		return nil
+	default:
+		return []error{fmt.Errorf("--storage must be %q or %q, got %q", StorageEtcd, StorageMemory, o.Storage)}
+	}
+}
+
+// Validate checks the member's settings.
 func (o *EmbeddedEtcdOptions) Validate() []error {
 	var errs []error
+	if o.MaintenanceInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-maintenance-interval must be positive, got %s", o.MaintenanceInterval))
+	}
 	for name, port := range map[string]int{"--embedded-etcd-client-port": o.ClientPort, "--embedded-etcd-peer-port": o.PeerPort} {
 		if port < 0 || port > 65535 {
 			errs = append(errs, fmt.Errorf("%s must be between 0 and 65535, got %d", name, port))

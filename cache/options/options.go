@@ -41,6 +41,8 @@ type Options struct {
 	Audit        *genericoptions.AuditOptions
 	Etcd         *genericoptions.EtcdOptions
 	EmbeddedEtcd *EmbeddedEtcdOptions
+	// Removal says when the data of shards and types that are gone is removed.
+	Removal *RemovalOptions
 
 	// BootstrapTypes names the types of the kcp profile (cache.KcpTypes)
 	// served from the start, as "resource.group"; "*" is all of them, the
@@ -74,6 +76,7 @@ func NewOptions() *Options {
 			apiextensionsapiserver.Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, apiextensionsv1.SchemeGroupVersion),
 		)),
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
+		Removal:        NewRemovalOptions(),
 		BootstrapTypes: []string{cache.Wildcard},
 	}
 	o.SecureServing.BindPort = DefaultSecurePort
@@ -99,6 +102,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	o.Audit.AddFlags(fss.FlagSet("Auditing"))
 	o.Etcd.AddFlags(fss.FlagSet("Etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
+	o.Removal.AddFlags(fss.FlagSet("Data removal"))
 	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
 		"Upstream feature gates to set, as key=value pairs. The cache server turns ListFromCacheSnapshot off by default (it keeps watch cache snapshots nobody reads from a cache).")
 }
@@ -134,6 +138,8 @@ func (o CompletedOptions) Validate() []error {
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
+	errs = append(errs, o.Removal.Validate()...)
+	errs = append(errs, o.EmbeddedEtcd.ValidateStorage(!o.EmbeddedEtcd.Enabled)...)
 	if o.EmbeddedEtcd.Enabled {
 		// The embedded member is filled in as the server list later; the
 		// upstream check for a non-empty list does not apply yet.

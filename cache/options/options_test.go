@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -67,6 +68,12 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		{[]string{"--embedded-etcd-peer-port=70000"}, "between 0 and 65535"},
 		{[]string{"--client-ca-file=/does/not/exist"}, "--client-ca-file"},
 		{[]string{"--token-auth-file=/does/not/exist"}, "--token-auth-file"},
+		{[]string{"--storage=disk"}, "--storage must be"},
+		{[]string{"--storage=memory", "--etcd-servers=http://10.0.0.1:2379"}, "contradicts --etcd-servers"},
+		{[]string{"--shard-retention=-1s"}, "--shard-retention"},
+		{[]string{"--type-retention=-1s"}, "--type-retention"},
+		{[]string{"--removal-check-interval=0"}, "--removal-check-interval"},
+		{[]string{"--embedded-etcd-maintenance-interval=0"}, "--embedded-etcd-maintenance-interval"},
 	} {
 		c := parse(t, append([]string{"--root-directory=" + t.TempDir()}, tt.args...)...)
 		errs := c.Validate()
@@ -93,5 +100,23 @@ func TestSecurityFlagsReachOptions(t *testing.T) {
 	}
 	if tr := c.Etcd.StorageConfig.Transport; tr.TrustedCAFile != "/e/ca" || tr.CertFile != "/e/crt" || tr.KeyFile != "/e/key" {
 		t.Errorf("etcd TLS flags not applied: %+v", tr)
+	}
+}
+
+func TestRemovalAndStorageFlagsReachOptions(t *testing.T) {
+	c := parse(t, "--root-directory="+t.TempDir(), "--storage=memory", "--shard-retention=2h", "--type-retention=0",
+		"--removal-check-interval=10s", "--embedded-etcd-maintenance-interval=30s")
+	if c.EmbeddedEtcd.Storage != StorageMemory || c.EmbeddedEtcd.MaintenanceInterval != 30*time.Second {
+		t.Errorf("storage flags not applied: %+v", c.EmbeddedEtcd)
+	}
+	if c.Removal.ShardRetention != 2*time.Hour || c.Removal.TypeRetention != 0 || c.Removal.CheckInterval != 10*time.Second {
+		t.Errorf("removal flags not applied: %+v", c.Removal)
+	}
+	if errs := c.Validate(); len(errs) != 0 {
+		t.Errorf("valid flags reported %v", errs)
+	}
+	d := parse(t, "--root-directory="+t.TempDir())
+	if d.EmbeddedEtcd.Storage != StorageEtcd || d.Removal.ShardRetention != 24*time.Hour || d.Removal.TypeRetention != 24*time.Hour {
+		t.Errorf("defaults: storage %q, shard retention %s, type retention %s", d.EmbeddedEtcd.Storage, d.Removal.ShardRetention, d.Removal.TypeRetention)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/openapi"
 	"k8s.io/apiserver/pkg/util/webhook"
@@ -56,6 +57,10 @@ type ExtraConfig struct {
 	// caches serve. NewConfig sets the CRDs of the types the options name
 	// (by default the whole kcp profile, DefaultBootstrapCRDs).
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
+
+	// Removal says when the data of shards and types that are gone is
+	// removed; NewConfig takes it from the options.
+	Removal RemovalConfig
 }
 
 // StandInConfig turns a cache server into a stand-in for a kcp shard, a
@@ -76,6 +81,8 @@ type StandInConfig struct {
 type derivedConfig struct {
 	// embeddedEtcd, when set, is started by New before any storage is built.
 	embeddedEtcd *embeddedetcd.Config
+	// storage is where the cache's data is: endpoints, client TLS, prefix.
+	storage storagebackend.Config
 
 	// adminToken authenticates the admin kubeconfig's user (system:masters).
 	adminToken string
@@ -140,9 +147,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 
 	if opts.EmbeddedEtcd.Enabled {
 		ec, err := embeddedetcd.Config{
-			Directory:  opts.EmbeddedEtcd.Directory,
-			ClientPort: opts.EmbeddedEtcd.ClientPort,
-			PeerPort:   opts.EmbeddedEtcd.PeerPort,
+			Directory:           opts.EmbeddedEtcd.Directory,
+			InMemory:            opts.EmbeddedEtcd.Storage == options.StorageMemory,
+			ClientPort:          opts.EmbeddedEtcd.ClientPort,
+			PeerPort:            opts.EmbeddedEtcd.PeerPort,
+			MaintenanceInterval: opts.EmbeddedEtcd.MaintenanceInterval,
 		}.WithPorts()
 		if err != nil {
 			return nil, err
@@ -159,6 +168,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		transport.ServerList = []string{ec.ClientURL()}
 		transport.TrustedCAFile, transport.CertFile, transport.KeyFile = tlsFiles.CAFile, tlsFiles.ClientCertFile, tlsFiles.ClientKeyFile
 	}
+	derived.storage = opts.Etcd.StorageConfig
 	token, err := loadOrCreateAdminToken(filepath.Join(opts.RootDirectory, adminTokenFileName))
 	if err != nil {
 		return nil, err
@@ -209,7 +219,14 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noopoteltrace.NewTracerProvider()),
 			},
 		},
-		Extra:   ExtraConfig{BootstrapCRDs: TypeCRDs(types)},
+		Extra: ExtraConfig{
+			BootstrapCRDs: TypeCRDs(types),
+			Removal: RemovalConfig{
+				ShardRetention: opts.Removal.ShardRetention,
+				TypeRetention:  opts.Removal.TypeRetention,
+				CheckInterval:  opts.Removal.CheckInterval,
+			},
+		},
 		derived: derived,
 	}
 	return cfg, nil

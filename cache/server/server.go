@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apimachinery/pkg/util/sets"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -33,8 +34,13 @@ type Server struct {
 	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
 	etcd          *embeddedetcd.Server
 	etcdTLS       *embeddedetcd.TLSFiles
-	plane         *dataplane.Registry
-	adminConfig   *rest.Config
+	// etcdClient reaches the cache's etcd directly, for data removal.
+	etcdClient *clientv3.Client
+	// background are the removal loops the post-start hooks started; stop
+	// waits for them before it closes their etcd client and the etcd.
+	background  sync.WaitGroup
+	plane       *dataplane.Registry
+	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
 	hostShardConfig *rest.Config
 	kubeconfigPath  string
@@ -88,6 +94,9 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := s.startCRDPurger(crdInformer, loopback); err != nil {
 		return nil, err
 	}
+	if err := s.startRemoval(ctx, c, crdInformer, loopback); err != nil {
+		return nil, err
+	}
 	if err := s.GenericAPIServer.AddPostStartHook(BootstrapHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		return boot.run(klog.NewContext(hookCtx, logger), loopback)
 	}); err != nil {
@@ -129,6 +138,16 @@ func (s *Server) EmbeddedEtcdURL() string {
 		return ""
 	}
 	return s.etcd.ClientURL()
+}
+
+// EmbeddedEtcdClusterID is the identity of the embedded etcd's cluster;
+// empty without one. An in-memory etcd (--storage=memory) has a new one at
+// every start: the cache starts empty, a new epoch.
+func (s *Server) EmbeddedEtcdClusterID() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return s.etcd.ClusterID()
 }
 
 // HostShardConfig returns a client configuration for a mounted cache that
@@ -213,6 +232,12 @@ func (s *Server) stop() {
 			// Idempotent by contract (RegisterDestroyFunc); Run has
 			// usually called it already.
 			s.GenericAPIServer.Destroy()
+		}
+		// The hooks' context is done by now (Run ended), so the removal
+		// loops are returning.
+		s.background.Wait()
+		if s.etcdClient != nil {
+			_ = s.etcdClient.Close()
 		}
 		if s.etcd != nil {
 			s.etcd.Close()

@@ -13,13 +13,39 @@ const (
 	// that the trade-off is visible: the cache holds copies, not history.
 	DefaultQuotaBackendBytes = 2 * 1024 * 1024 * 1024
 
+	// DefaultMaintenanceInterval is how often the member measures its
+	// database file and defragments it when most of it is free.
+	DefaultMaintenanceInterval = time.Minute
+
+	// DefaultDefragMinFreeBytes is the least free space in the file that is
+	// worth a defragmentation: below it, the pause is not worth the bytes.
+	DefaultDefragMinFreeBytes = 32 * 1024 * 1024
+
 	defaultStartTimeout = 60 * time.Second
+
+	defaultName = "kcp-cache"
 )
 
 // Config says where and how the embedded member runs.
 type Config struct {
-	// Directory holds etcd's data. It is created if missing.
+	// Directory holds etcd's data. It is created if missing (not with
+	// InMemory).
 	Directory string
+
+	// InMemory keeps the data in memory only: the member runs in a fresh
+	// directory on a memory file system (/dev/shm where there is one),
+	// without fsync, and Close removes it. Every start is a new cluster with
+	// a new identity and no data. Directory, if set, is not created; it
+	// names the memory directory, so that a start after a crash frees what
+	// the crashed member held.
+	InMemory bool
+
+	// Name is the member's name; empty means "kcp-cache". InitialCluster
+	// lists every member of a new cluster as name=peerURL,...; empty means
+	// this member alone. Several members form a cluster for tests of a
+	// scaled-out cache; a cache server runs one member.
+	Name           string
+	InitialCluster string
 
 	// ClientPort and PeerPort are loopback ports; 0 reserves a free one
 	// that no other caller in this process (or, for a while, another
@@ -42,6 +68,16 @@ type Config struct {
 	// accept only certificates of its CA (see GenerateTLS); without it the
 	// member speaks plain HTTP to any local process.
 	TLS *TLSFiles
+
+	// MaintenanceInterval is how often the member reports its database size
+	// (kcp_cache_embedded_etcd_db_size_bytes) and defragments the file when
+	// it is mostly free space. Zero means DefaultMaintenanceInterval;
+	// negative turns maintenance off.
+	MaintenanceInterval time.Duration
+
+	// DefragMinFreeBytes is the least free space worth a defragmentation.
+	// Zero means DefaultDefragMinFreeBytes.
+	DefragMinFreeBytes int64
 
 	// StartTimeout bounds how long Start waits for the member to serve.
 	// Zero means one minute.

@@ -2,11 +2,14 @@ package embeddedetcd
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
@@ -19,12 +22,32 @@ import (
 type Server struct {
 	etcd      *embed.Etcd
 	clientURL string
+	// memoryDir is the directory of an in-memory member, removed by Close.
+	memoryDir string
+	// stopMaintenance ends the maintenance loop; maintenanceDone is closed
+	// when it has returned.
+	stopMaintenance context.CancelFunc
+	maintenanceDone chan struct{}
+	closeOnce       sync.Once
 }
 
 // Start launches the member and returns once it serves client requests, or
 // with an error if it fails or does not become ready within the timeout.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	logger := klog.FromContext(ctx).WithName("embedded-etcd")
+	var memoryDir string
+	if cfg.InMemory {
+		dir, err := memoryDirectory(cfg.Directory)
+		if err != nil {
+			return nil, err
+		}
+		memoryDir, cfg.Directory, cfg.UnsafeNoFsync = dir, dir, true
+	}
+	removeMemoryDir := func() {
+		if memoryDir != "" {
+			_ = os.RemoveAll(memoryDir)
+		}
+	}
 	if cfg.Directory == "" {
 		return nil, fmt.Errorf("embedded etcd needs a data directory")
 	}
@@ -37,12 +60,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	cfg, err := cfg.WithPorts()
 	if err != nil {
+		removeMemoryDir()
 		return nil, err
 	}
 	clientPort, peerPort := cfg.ClientPort, cfg.PeerPort
 
 	ec := embed.NewConfig()
-	ec.Name = "kcp-cache"
+	ec.Name = cfg.Name
+	if ec.Name == "" {
+		ec.Name = defaultName
+	}
 	ec.Dir = cfg.Directory
 	clientURL := cfg.loopbackURL(clientPort)
 	peerURL := cfg.loopbackURL(peerPort)
@@ -50,7 +77,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
 	ec.ListenPeerUrls = []url.URL{peerURL}
 	ec.AdvertisePeerUrls = []url.URL{peerURL}
-	ec.InitialCluster = ec.Name + "=" + peerURL.String()
+	ec.InitialCluster = cfg.InitialCluster
+	if ec.InitialCluster == "" {
+		ec.InitialCluster = ec.Name + "=" + peerURL.String()
+	}
 	if cfg.TLS != nil {
 		ec.ClientTLSInfo = cfg.TLS.serverInfo()
 		ec.PeerTLSInfo = cfg.TLS.serverInfo()
@@ -74,23 +104,27 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
+		removeMemoryDir()
 		return nil, fmt.Errorf("starting embedded etcd: %w", err)
+	}
+	fail := func(err error) (*Server, error) {
+		e.Close()
+		removeMemoryDir()
+		return nil, err
 	}
 	timeout := orDefault(cfg.StartTimeout, defaultStartTimeout)
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd failed while starting: %w", err)
+		return fail(fmt.Errorf("embedded etcd failed while starting: %w", err))
 	case <-time.After(timeout):
-		e.Close()
-		return nil, fmt.Errorf("embedded etcd not ready after %s", timeout)
+		return fail(fmt.Errorf("embedded etcd not ready after %s", timeout))
 	case <-ctx.Done():
-		e.Close()
-		return nil, ctx.Err()
+		return fail(ctx.Err())
 	}
-	s := &Server{etcd: e, clientURL: clientURL.String()}
-	logger.Info("Embedded etcd is ready", "clientURL", s.clientURL, "directory", cfg.Directory)
+	s := &Server{etcd: e, clientURL: clientURL.String(), memoryDir: memoryDir}
+	logger.Info("Embedded etcd is ready", "clientURL", s.clientURL, "directory", cfg.Directory, "inMemory", cfg.InMemory, "clusterID", e.Server.Cluster().ID().String())
+	s.startMaintenance(klog.NewContext(context.WithoutCancel(ctx), logger), cfg)
 	return s, nil
 }
 
@@ -100,11 +134,75 @@ func (s *Server) ClientURL() string { return s.clientURL }
 // Err reports a fatal error of the running member.
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
-// Close stops the member gracefully: in-flight requests finish, then the
-// listeners and the data files close. Stop the apiserver first, so that it
-// does not retry against a member that is going away.
+// ClusterID is the identity of the member's cluster; an in-memory member
+// has a new one at every start.
+func (s *Server) ClusterID() string { return s.etcd.Server.Cluster().ID().String() }
+
+// Close stops the member gracefully: maintenance ends, in-flight requests
+// finish, then the listeners and the data files close; an in-memory
+// member's data is gone afterwards. Stop the apiserver first, so that it
+// does not retry against a member that is going away. Close is safe to call
+// more than once.
 func (s *Server) Close() {
-	s.etcd.Close()
+	s.closeOnce.Do(func() {
+		if s.stopMaintenance != nil {
+			s.stopMaintenance()
+			<-s.maintenanceDone
+		}
+		s.etcd.Close()
+		if s.memoryDir != "" {
+			_ = os.RemoveAll(s.memoryDir)
+		}
+	})
+}
+
+// Kill stops the member at once, as a crash would: without handing its
+// leadership over or finishing requests, so that the rest of its cluster
+// must notice and elect a new leader. Then it releases what Close releases.
+// For tests of failures; a server closes its member with Close.
+func (s *Server) Kill() {
+	s.etcd.Server.HardStop()
+	s.Close()
+}
+
+// memoryDirectory makes a fresh private directory on a memory file system:
+// /dev/shm on Linux, the temporary directory elsewhere. For a member
+// configured with a directory, the name is derived from it (and the user),
+// so that a start after a crash removes what the crashed member left in
+// memory; without one, the name is random.
+func memoryDirectory(configured string) (string, error) {
+	base := os.TempDir()
+	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
+		base = "/dev/shm"
+	}
+	if configured == "" {
+		dir, err := os.MkdirTemp(base, "kcp-cache-etcd-")
+		if err != nil {
+			return "", fmt.Errorf("creating the in-memory etcd's directory: %w", err)
+		}
+		return dir, nil
+	}
+	abs, err := filepath.Abs(configured)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	dir := filepath.Join(base, fmt.Sprintf("kcp-cache-etcd-%d-%x", os.Getuid(), sum[:8]))
+	// A shared directory such as /dev/shm: remove only a directory of ours,
+	// and create the new one exclusively, so that nobody else's directory
+	// or link is ever used.
+	if info, err := os.Lstat(dir); err == nil {
+		if !info.IsDir() || !ownedByUs(info) {
+			return "", fmt.Errorf("%s exists and is not a directory of this user; remove it", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return "", fmt.Errorf("removing the data a previous in-memory etcd left: %w", err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", fmt.Errorf("creating the in-memory etcd's directory: %w", err)
+	}
+	return dir, nil
 }
 
 // WithPorts returns cfg with zero ports replaced by free loopback ports, so
@@ -123,6 +221,12 @@ func (cfg Config) WithPorts() (Config, error) {
 // ClientURL is the URL the member will serve clients at; ports must be set.
 func (cfg Config) ClientURL() string {
 	u := cfg.loopbackURL(cfg.ClientPort)
+	return u.String()
+}
+
+// PeerURL is the URL the member will talk to its peers at; ports must be set.
+func (cfg Config) PeerURL() string {
+	u := cfg.loopbackURL(cfg.PeerPort)
 	return u.String()
 }
 
