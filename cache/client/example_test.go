@@ -47,21 +47,7 @@ func Example() {
 		return
 	}
 
-	// What shard amber's replication would have pushed: one APIExport of
-	// the logical cluster 2x9j3n5h, whose workspace path is root:org:team.
 	apiExports := schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}
-	pushed := &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "apis.kcp.io/v1alpha1",
-		"kind":       "APIExport",
-		"metadata": map[string]interface{}{
-			"name":        "kubernetes",
-			"annotations": map[string]interface{}{kcpcache.AnnotationPath: "root:org:team"},
-		},
-	}}
-	if _, err := cacheClient.Cluster("amber", "2x9j3n5h").Resource(apiExports).Create(ctx, pushed, metav1.CreateOptions{}); err != nil {
-		fmt.Println(err)
-		return
-	}
 
 	// The zero scope is */*: every shard, every logical cluster.
 	factory := client.NewInformerFactory(cacheClient, kcpcache.Scope{}, 10*time.Hour)
@@ -105,20 +91,39 @@ func Example() {
 		fmt.Println("cache view never synced")
 	}
 
-	// Workers: split the key, read the copy from the informer's store.
-	for queue.Len() > 0 {
-		key, shutdown := queue.Get()
-		if shutdown {
-			return
-		}
-		shard, cluster, _, name, err := client.SplitKey(key)
-		if err == nil {
-			if obj, exists, _ := informer.GetIndexer().GetByKey(key); exists {
-				fmt.Println("APIExport", name, "of cluster", cluster, "on shard", shard, "is", obj != nil)
-			}
-		}
-		queue.Done(key)
+	// Shard amber's replication pushes a copy: one APIExport of
+	// the logical cluster 2x9j3n5h, whose workspace path is root:org:team.
+	pushed := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "apis.kcp.io/v1alpha1",
+		"kind":       "APIExport",
+		"metadata": map[string]interface{}{
+			"name":        "kubernetes",
+			"annotations": map[string]interface{}{kcpcache.AnnotationPath: "root:org:team"},
+		},
+	}}
+	if _, err := cacheClient.Cluster("amber", "2x9j3n5h").Resource(apiExports).Create(ctx, pushed, metav1.CreateOptions{}); err != nil {
+		fmt.Println(err)
+		return
 	}
+
+	// A worker: the watch delivers the new copy; split its key and read
+	// the copy from the informer's store.
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+	key, shutdown := queue.Get()
+	if shutdown {
+		fmt.Println("no event before the deadline")
+		return
+	}
+	shard, cluster, _, name, err := client.SplitKey(key)
+	if err == nil {
+		if obj, exists, _ := informer.GetIndexer().GetByKey(key); exists {
+			fmt.Println("APIExport", name, "of cluster", cluster, "on shard", shard, "is", obj != nil)
+		}
+	}
+	queue.Done(key)
 
 	// Binding resolution: the shard's own informer first, the cache second.
 	// A shard would pass its local APIExport indexer as Local.
