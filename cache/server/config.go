@@ -15,6 +15,7 @@ import (
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/openapi"
 	"k8s.io/apiserver/pkg/util/webhook"
@@ -90,6 +91,11 @@ type derivedConfig struct {
 	// mounted cache (see Host.Shard); the token lives only in memory.
 	hostShard      string
 	hostShardToken string
+
+	// etcdStorage reaches the etcd the data lives in, for the epoch; and
+	// epochFile is where the server records the epoch between starts.
+	etcdStorage storagebackend.Config
+	epochFile   string
 }
 
 // shutdownWatchTerminationGracePeriod bounds how long shutdown waits for
@@ -108,6 +114,9 @@ type completedConfig struct {
 	derived       *derivedConfig
 	// plane serves every declared type; the handler chain routes to it.
 	plane *dataplane.Registry
+	// epoch is resolved by New before the handler chain is built; the
+	// chain announces it on every response.
+	epoch *epochKeeper
 }
 
 // NewConfig turns completed options into the configuration of a standalone
@@ -189,6 +198,8 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err := opts.Etcd.ApplyTo(&generic.Config); err != nil {
 		return nil, err
 	}
+	derived.etcdStorage = opts.Etcd.StorageConfig
+	derived.epochFile = filepath.Join(opts.RootDirectory, epochFileName)
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.

@@ -19,6 +19,8 @@ func DefaultBootstrapCRDs() []*apiextensionsv1.CustomResourceDefinition {
 	return []*apiextensionsv1.CustomResourceDefinition{
 		SchemalessCRD(CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"}),
 		SchemalessCRD(CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas", Kind: "APIResourceSchema"}),
+		// The cache's own type, not a kcp one: the shards' heartbeats.
+		HeartbeatCRD(),
 	}
 }
 

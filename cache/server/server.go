@@ -33,6 +33,7 @@ type Server struct {
 	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
 	etcd          *embeddedetcd.Server
 	etcdTLS       *embeddedetcd.TLSFiles
+	epoch         *epochKeeper
 	plane         *dataplane.Registry
 	adminConfig   *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
@@ -68,6 +69,13 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		}
 		s.etcdTLS = c.derived.embeddedEtcd.TLS
 	}
+	if s.epoch, err = newEpochKeeper(c.derived.etcdStorage, c.derived.epochFile); err != nil {
+		return nil, err
+	}
+	if err := s.epoch.resolve(ctx); err != nil {
+		return nil, err
+	}
+	c.epoch = s.epoch
 
 	c.Apiextensions.GenericConfig.BuildHandlerChainFunc = c.buildHandlerChain
 	s.apiextensions, err = c.Apiextensions.New(genericapiserver.NewEmptyDelegate())
@@ -94,6 +102,16 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 
+	if err := s.GenericAPIServer.AddPostStartHook(epochHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		go s.epoch.run(klog.NewContext(hookCtx, logger.WithName("epoch")))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.startHeartbeatMetrics(loopback); err != nil {
+		return nil, err
+	}
+
 	if c.derived.hostLoopback != nil {
 		// Mounted: the host's listener, with the cache's admin token; the
 		// host routes /services/cache/ to us before its own filters.
@@ -115,6 +133,13 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", s.kubeconfigPath)
 	return s, nil
 }
+
+// epochHookName records the cache's epoch while the server runs.
+const epochHookName = "kcp-cache-epoch"
+
+// Epoch is the cache's epoch, announced on every response as
+// kcpcache.EpochHeader.
+func (s *Server) Epoch() string { return s.epoch.Epoch() }
 
 // AdminConfig returns a client configuration for the server root (no
 // /services/cache prefix) authenticated as the admin user.
@@ -213,6 +238,10 @@ func (s *Server) stop() {
 			// Idempotent by contract (RegisterDestroyFunc); Run has
 			// usually called it already.
 			s.GenericAPIServer.Destroy()
+		}
+		if s.epoch != nil {
+			// After the API server: its last writes count.
+			s.epoch.close(context.Background())
 		}
 		if s.etcd != nil {
 			s.etcd.Close()
