@@ -10,7 +10,7 @@ import (
 // be told apart, and consumers can see how current a partition is. It lives
 // in a reserved cluster of the shard's partition, under the shard's name:
 //
-//	/services/cache/shards/<s>/clusters/system:cache:heartbeat/apis/cache.kcp.io/v1alpha1/shardheartbeats/<s>
+//	/services/cache/shards/<s>/clusters/system:cache-heartbeat/apis/cache.kcp.io/v1alpha1/shardheartbeats/<s>
 //
 // The type is the cache's own (kcp's cache server has no such type); a kcp
 // shard that does not run our hook simply has no heartbeat, and its freshness
@@ -18,8 +18,10 @@ import (
 const (
 	// HeartbeatCluster is the reserved cluster of every shard's partition
 	// holding that shard's heartbeat. Only the shard itself (and
-	// system:masters) writes there, and only heartbeats.
-	HeartbeatCluster = "system:cache:heartbeat"
+	// system:masters) writes there, and only heartbeats. It is a valid
+	// logical cluster name ("system:" and a DNS label, so partition paths
+	// accept it) that starts with the reserved "system:cache".
+	HeartbeatCluster = "system:cache-heartbeat"
 	// HeartbeatKind is the kind of a heartbeat object.
 	HeartbeatKind = "ShardHeartbeat"
 )
