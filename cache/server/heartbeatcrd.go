@@ -12,7 +12,7 @@ import (
 // (shard names may hold ':'), and printer columns so that an operator sees
 // every shard's freshness with
 //
-//	kubectl --server .../services/cache/shards/*/clusters/system:cache:heartbeat get shardheartbeats
+//	kubectl --server .../services/cache/shards/*/clusters/system:cache-heartbeat get shardheartbeats
 //
 // "Renewed" is the heartbeat's age (kubectl shows date columns as ages);
 // "Epoch" is the cache epoch the shard last converged in, to compare with
