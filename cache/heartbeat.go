@@ -52,11 +52,14 @@ type HeartbeatSpec struct {
 	// has not been re-pushed since the cache's data changed under it
 	// ("unconfirmed").
 	Epoch string `json:"epoch,omitempty"`
+	// Objects counts the copies in the partition, all replicated types
+	// together (per type in Resources).
+	Objects int64 `json:"objects"`
 	// OriginRegressions counts the copies the shard found recording a newer
 	// origin resourceVersion than the shard's own object has, since the hook
 	// started: the shard went back in time (a restore from a backup). They
 	// are mirrored anyway; the origin is the truth.
-	OriginRegressions int64 `json:"originRegressions,omitempty"`
+	OriginRegressions int64 `json:"originRegressions"`
 	// Resources reports each replicated type.
 	Resources []HeartbeatResourceStatus `json:"resources,omitempty"`
 }

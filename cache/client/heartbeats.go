@@ -71,6 +71,8 @@ type PartitionFreshness struct {
 	// saw it). See Confirmed.
 	Epoch      string
 	CacheEpoch string
+	// Objects counts the copies in the partition, all types together.
+	Objects int64
 	// OriginRegressions counts objects the shard found older than their
 	// copies (the shard went back in time), since its hook started.
 	OriginRegressions int64
@@ -139,6 +141,7 @@ func (h *Heartbeats) freshnessOf(shard string, obj interface{}) PartitionFreshne
 	f.Converged = hb.Spec.Converged
 	f.PendingKeys = hb.Spec.PendingKeys
 	f.Epoch = hb.Spec.Epoch
+	f.Objects = hb.Spec.Objects
 	f.OriginRegressions = hb.Spec.OriginRegressions
 	f.Resources = hb.Spec.Resources
 	return f

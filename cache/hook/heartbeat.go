@@ -185,6 +185,7 @@ func (h *heartbeater) spec() kcpcache.HeartbeatSpec {
 			Objects:                     r.Objects,
 			NewestOriginResourceVersion: r.NewestOriginResourceVersion,
 		})
+		spec.Objects += r.Objects
 	}
 	return spec
 }

@@ -159,7 +159,7 @@ func TestHeartbeatAdvancesAndReportsThePartition(t *testing.T) {
 		t.Errorf("consumer sees epoch %q, the server has %q", first.CacheEpoch, w.cache.Server().Epoch())
 	}
 	want := kcpcache.HeartbeatResourceStatus{Resource: "apiexports.apis.kcp.io", Objects: 1, NewestOriginResourceVersion: created.GetResourceVersion()}
-	if len(first.Resources) == 0 || first.Resources[0] != want {
+	if len(first.Resources) == 0 || first.Resources[0] != want || first.Objects != 1 {
 		t.Errorf("resources %+v, want first %+v", first.Resources, want)
 	}
 	if first.Expired() || first.LeaseDuration != time.Second {
@@ -178,6 +178,9 @@ func TestHeartbeatAdvancesAndReportsThePartition(t *testing.T) {
 		if !hasColumn(table, col) {
 			t.Errorf("table has no column %q: %v", col, table["columnDefinitions"])
 		}
+	}
+	if rows, _ := table["rows"].([]interface{}); len(rows) != 1 || fmt.Sprint(rows[0].(map[string]interface{})["cells"]) != fmt.Sprint([]interface{}{"indigo", cellOf(rows[0], 1), float64(1), true, float64(0), float64(1), float64(0), w.cache.Server().Epoch()}) {
+		t.Errorf("table rows %v, want indigo, its age, lease 1, converged, 0 pending, 1 object, 0 regressions, the epoch", table["rows"])
 	}
 	// The server's per-shard gauges (a shard name no other test uses: the
 	// registry is the process's).
@@ -481,4 +484,14 @@ func scrape(t *testing.T, srv *cachetest.Server) string {
 		t.Fatalf("GET /metrics: %s, %v", resp.Status, err)
 	}
 	return string(b)
+}
+
+// cellOf returns cell i of a table row (for cells whose value the test does
+// not know, such as an age).
+func cellOf(row interface{}, i int) interface{} {
+	cells, _ := row.(map[string]interface{})["cells"].([]interface{})
+	if i < len(cells) {
+		return cells[i]
+	}
+	return nil
 }

@@ -26,7 +26,7 @@ func HeartbeatCRD() *apiextensionsv1.CustomResourceDefinition {
 		{Name: "Lease", Type: "integer", JSONPath: ".spec.leaseDurationSeconds", Description: "Seconds after a renewal that the heartbeat is current."},
 		{Name: "Converged", Type: "boolean", JSONPath: ".spec.converged", Description: "Whether the shard's replication had caught up."},
 		{Name: "Pending", Type: "integer", JSONPath: ".spec.pendingKeys", Description: "Changes not yet replicated."},
-		{Name: "Objects", Type: "string", JSONPath: ".spec.resources[*].objects", Description: "Objects in the partition, per replicated resource (see -o yaml for which)."},
+		{Name: "Objects", Type: "integer", JSONPath: ".spec.objects", Description: "Objects in the partition, all replicated types (per type: -o yaml, or kcp_cache_shard_objects)."},
 		{Name: "Regressions", Type: "integer", JSONPath: ".spec.originRegressions", Priority: 1, Description: "Objects found older than their copies: the shard went back in time."},
 		{Name: "Epoch", Type: "string", JSONPath: ".spec.epoch", Priority: 1, Description: "The cache epoch the shard last converged in."},
 	}
