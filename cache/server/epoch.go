@@ -72,11 +72,16 @@ type epochKeeper struct {
 }
 
 // newEpochKeeper connects to the etcd of storage; file is where the record
-// lives.
+// lives. Storage without etcd servers (data that lives only as long as the
+// process) has an epoch of its own at every start, with nothing to record.
 func newEpochKeeper(storage storagebackend.Config, file string) (*epochKeeper, error) {
 	t := storage.Transport
 	if len(t.ServerList) == 0 {
-		return nil, errors.New("no etcd servers to tell the cache's epoch")
+		marker, err := randomMarker()
+		if err != nil {
+			return nil, err
+		}
+		return &epochKeeper{epoch: "process-" + marker}, nil
 	}
 	cfg := clientv3.Config{Endpoints: t.ServerList, DialTimeout: 10 * time.Second}
 	if t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" {
@@ -104,6 +109,10 @@ func (k *epochKeeper) Epoch() string {
 // ends, and records it.
 func (k *epochKeeper) resolve(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
+	if k.client == nil {
+		logger.Info("Cache epoch of this process's data", "epoch", k.epoch)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, epochResolveTimeout)
 	defer cancel()
 	for {
@@ -162,11 +171,10 @@ func (k *epochKeeper) resolveOnce(ctx context.Context) error {
 // (0: absent), and returns the marker etcd holds afterwards: with two
 // servers starting on one etcd, both end up with the winner's.
 func (k *epochKeeper) putMarker(ctx context.Context, modRevision int64) (string, error) {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
+	marker, err := randomMarker()
+	if err != nil {
 		return "", err
 	}
-	marker := hex.EncodeToString(b)
 	resp, err := k.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(k.key), "=", modRevision)).
 		Then(clientv3.OpPut(k.key, marker)).
@@ -213,6 +221,9 @@ func (k *epochKeeper) record(ctx context.Context) error {
 
 // run records the revision every epochRecordInterval until ctx ends.
 func (k *epochKeeper) run(ctx context.Context) {
+	if k.client == nil {
+		return
+	}
 	logger := klog.FromContext(ctx)
 	ticker := time.NewTicker(epochRecordInterval)
 	defer ticker.Stop()
@@ -230,12 +241,23 @@ func (k *epochKeeper) run(ctx context.Context) {
 
 // close records a last time and closes the etcd client.
 func (k *epochKeeper) close(ctx context.Context) {
+	if k.client == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := k.record(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Recording the cache's epoch at shutdown")
 	}
 	_ = k.client.Close()
+}
+
+func randomMarker() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }
 
 func epochOf(clusterID uint64, marker string) string {
