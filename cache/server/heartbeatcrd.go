@@ -20,7 +20,10 @@ import (
 func HeartbeatCRD() *apiextensionsv1.CustomResourceDefinition {
 	gvr := kcpcache.HeartbeatResource
 	crd := SchemalessCRD(CRDNames{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Kind: kcpcache.HeartbeatKind})
-	crd.Annotations = map[string]string{dataplane.ValidateNameAnnotation: string(dataplane.PathSegmentNames)}
+	if crd.Annotations == nil {
+		crd.Annotations = map[string]string{}
+	}
+	crd.Annotations[dataplane.ValidateNameAnnotation] = string(dataplane.PathSegmentNames)
 	crd.Spec.Versions[0].AdditionalPrinterColumns = []apiextensionsv1.CustomResourceColumnDefinition{
 		{Name: "Renewed", Type: "date", JSONPath: ".spec.renewTime", Description: "When the shard last renewed its heartbeat."},
 		{Name: "Lease", Type: "integer", JSONPath: ".spec.leaseDurationSeconds", Description: "Seconds after a renewal that the heartbeat is current."},
