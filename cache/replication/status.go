@@ -118,16 +118,31 @@ func (c *Controller) watchEpoch(ctx context.Context) {
 	}
 }
 
+// epochLister is an informer that knows the epoch of its last list, as
+// client.Informer does.
+type epochLister interface{ ListEpoch() (string, bool) }
+
 // listEpoch returns the epoch every cache informer last listed in, or ""
 // and false when they disagree (one has not relisted after a change yet).
+// An informer that tracks no epochs (a host's own informer) is not asked:
+// it relists when its resourceVersion is refused, and the round's
+// repairs follow its events.
 func (c *Controller) listEpoch() (string, bool) {
 	epoch, first := "", true
 	for _, gvr := range c.order {
-		e, listed := c.resources[gvr].cacheInformer.ListEpoch()
+		inf, ok := interface{}(c.resources[gvr].cacheInformer).(epochLister)
+		if !ok {
+			continue
+		}
+		e, listed := inf.ListEpoch()
 		if !listed || (!first && e != epoch) {
 			return "", false
 		}
 		epoch, first = e, false
+	}
+	if first {
+		// No informer tracks epochs: take the client's.
+		epoch, _ = c.cacheClient.Epochs().Current()
 	}
 	return epoch, true
 }
