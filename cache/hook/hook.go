@@ -10,6 +10,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -48,6 +49,12 @@ type Config struct {
 	// shard and cluster; nil means every type of the kcp profile, as kcp's
 	// own global informers do, and every replicated type.
 	GlobalResources []schema.GroupVersionResource
+	// CacheInformers, when set, returns the host's own wildcard informers
+	// over the cache (kcp runs one per type): the hook then opens no watch
+	// of its own for such a type, neither for its global view nor for
+	// replication (see replication.Config.CacheInformers). A nil result
+	// means the hook's own. The host starts them.
+	CacheInformers func(schema.GroupVersionResource) cache.SharedIndexInformer
 	// Workers is the replication controller's concurrency; 0 means its default.
 	Workers int
 	// ProbeInterval is how often the cache's health is checked; 0 means 2s.
@@ -95,8 +102,9 @@ func New(cfg Config) (*Hook, error) {
 	controller, err := replication.NewController(&replication.Config{
 		Shard:        cfg.Shard,
 		CacheClient:  cacheClient,
-		LocalSources: cfg.LocalSources,
-		Resources:    cfg.Resources,
+		LocalSources:   cfg.LocalSources,
+		Resources:      cfg.Resources,
+		CacheInformers: cfg.CacheInformers,
 	})
 	if err != nil {
 		return nil, err
@@ -115,13 +123,16 @@ func New(cfg Config) (*Hook, error) {
 		controller:  controller,
 	}
 	for _, gvr := range h.globalGVRs {
-		h.global.ForResource(gvr) // create now, so Start runs it
+		if h.hostInformer(gvr) == nil {
+			h.global.ForResource(gvr) // create now, so Start runs it
+		}
 	}
 	return h, nil
 }
 
 // GlobalInformers are informers over every shard and cluster of the cache,
-// for the host's controllers' cache-fallback lookups.
+// for the host's controllers' cache-fallback lookups; types the host's own
+// informers cover (Config.CacheInformers) are not in it.
 func (h *Hook) GlobalInformers() *client.InformerFactory { return h.global }
 
 // Status is the degraded state; it is also served at StatusPath.
@@ -182,6 +193,13 @@ func (h *Hook) probe(ctx context.Context) {
 		return
 	}
 	for _, gvr := range h.globalGVRs {
+		if host := h.hostInformer(gvr); host != nil {
+			if !host.HasSynced() {
+				h.status.Degrade(ctx, ReasonInformersNotSynced, fmt.Sprintf("the host's cache informer for %s is not synced", gvr.GroupResource()))
+				return
+			}
+			continue
+		}
 		inf := h.global.ForResource(gvr)
 		if _, watching := inf.Freshness(); !inf.HasSynced() || !watching {
 			h.status.Degrade(ctx, ReasonInformersNotSynced, fmt.Sprintf("the global informer for %s is not synced and watching", gvr.GroupResource()))
@@ -214,6 +232,14 @@ func (h *Hook) cacheReady(ctx context.Context) error {
 		return fmt.Errorf("cache /readyz answered %s", resp.Status)
 	}
 	return nil
+}
+
+// hostInformer returns the host's cache informer for gvr, if it has one.
+func (h *Hook) hostInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	if h.cfg.CacheInformers == nil {
+		return nil
+	}
+	return h.cfg.CacheInformers(gvr)
 }
 
 // defaultGlobalResources is the kcp profile's types followed by the

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -84,6 +85,15 @@ type Config struct {
 
 	// LocalSources provides the shard's own view of each resource.
 	LocalSources SourceProvider
+
+	// CacheInformers, when set, returns wildcard informers over the cache
+	// (every shard, every cluster) that the host already runs, such as
+	// kcp's global informers; the controller reads its partition from them
+	// instead of opening a watch of its own per type, and adds an index to
+	// them. A nil result for a type means the controller's own. The host
+	// starts them; their objects carry kcp.io/shard and kcp.io/cluster, as
+	// every cached object does.
+	CacheInformers func(schema.GroupVersionResource) cache.SharedIndexInformer
 
 	// Resources lists the replicated types; nil means DefaultResources().
 	Resources []Resource
