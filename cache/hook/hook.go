@@ -11,6 +11,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -46,8 +47,15 @@ type Config struct {
 	// Resources are the replicated types; nil means replication.DefaultResources().
 	Resources []replication.Resource
 	// GlobalResources are the types the global informers watch in every
-	// shard and cluster; nil means the replicated types.
+	// shard and cluster; nil means every type of the kcp profile, as kcp's
+	// own global informers do, and every replicated type.
 	GlobalResources []schema.GroupVersionResource
+	// CacheInformers, when set, returns the host's own wildcard informers
+	// over the cache (kcp runs one per type): the hook then opens no watch
+	// of its own for such a type, neither for its global view nor for
+	// replication (see replication.Config.CacheInformers). A nil result
+	// means the hook's own. The host starts them.
+	CacheInformers func(schema.GroupVersionResource) cache.SharedIndexInformer
 	// Workers is the replication controller's concurrency; 0 means its default.
 	Workers int
 	// ProbeInterval is how often the cache's health is checked; 0 means 2s.
@@ -82,9 +90,7 @@ func New(cfg Config) (*Hook, error) {
 		cfg.Resources = replication.DefaultResources()
 	}
 	if cfg.GlobalResources == nil {
-		for _, r := range cfg.Resources {
-			cfg.GlobalResources = append(cfg.GlobalResources, r.GVR)
-		}
+		cfg.GlobalResources = defaultGlobalResources(cfg.Resources)
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = defaultProbeInterval
@@ -105,8 +111,9 @@ func New(cfg Config) (*Hook, error) {
 	controller, err := replication.NewController(&replication.Config{
 		Shard:        cfg.Shard,
 		CacheClient:  cacheClient,
-		LocalSources: cfg.LocalSources,
-		Resources:    cfg.Resources,
+		LocalSources:   cfg.LocalSources,
+		Resources:      cfg.Resources,
+		CacheInformers: cfg.CacheInformers,
 	})
 	if err != nil {
 		return nil, err
@@ -127,13 +134,16 @@ func New(cfg Config) (*Hook, error) {
 		heartbeats:  client.NewHeartbeats(cacheClient),
 	}
 	for _, gvr := range h.globalGVRs {
-		h.global.ForResource(gvr) // create now, so Start runs it
+		if h.hostInformer(gvr) == nil {
+			h.global.ForResource(gvr) // create now, so Start runs it
+		}
 	}
 	return h, nil
 }
 
 // GlobalInformers are informers over every shard and cluster of the cache,
-// for the host's controllers' cache-fallback lookups.
+// for the host's controllers' cache-fallback lookups; types the host's own
+// informers cover (Config.CacheInformers) are not in it.
 func (h *Hook) GlobalInformers() *client.InformerFactory { return h.global }
 
 // Heartbeats tells how fresh every shard's partition is, from the shards'
@@ -205,6 +215,13 @@ func (h *Hook) probe(ctx context.Context) {
 		return
 	}
 	for _, gvr := range h.globalGVRs {
+		if host := h.hostInformer(gvr); host != nil {
+			if !host.HasSynced() {
+				h.status.Degrade(ctx, ReasonInformersNotSynced, fmt.Sprintf("the host's cache informer for %s is not synced", gvr.GroupResource()))
+				return
+			}
+			continue
+		}
 		inf := h.global.ForResource(gvr)
 		if _, watching := inf.Freshness(); !inf.HasSynced() || !watching {
 			h.status.Degrade(ctx, ReasonInformersNotSynced, fmt.Sprintf("the global informer for %s is not synced and watching", gvr.GroupResource()))
@@ -237,4 +254,30 @@ func (h *Hook) cacheReady(ctx context.Context) error {
 		return fmt.Errorf("cache /readyz answered %s", resp.Status)
 	}
 	return nil
+}
+
+// hostInformer returns the host's cache informer for gvr, if it has one.
+func (h *Hook) hostInformer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
+	if h.cfg.CacheInformers == nil {
+		return nil
+	}
+	return h.cfg.CacheInformers(gvr)
+}
+
+// defaultGlobalResources is the kcp profile's types followed by the
+// replicated ones it lacks.
+func defaultGlobalResources(replicated []replication.Resource) []schema.GroupVersionResource {
+	var gvrs []schema.GroupVersionResource
+	seen := map[schema.GroupVersionResource]bool{}
+	for _, t := range kcpcache.KcpTypes() {
+		gvrs = append(gvrs, t.GVR())
+		seen[t.GVR()] = true
+	}
+	for _, r := range replicated {
+		if !seen[r.GVR] {
+			gvrs = append(gvrs, r.GVR)
+			seen[r.GVR] = true
+		}
+	}
+	return gvrs
 }

@@ -30,6 +30,25 @@ type HostOptions struct {
 	// CacheEmbeddedEtcdDirectory, when set, gives the in-process cache an
 	// embedded etcd of its own instead of the host's etcd.
 	CacheEmbeddedEtcdDirectory string
+
+	// hostFlags are settings the host owns the flags of (WithHostFlags).
+	hostFlags HostFlags
+}
+
+// HostFlags point at values a host already has flags for: kcp defines
+// --shard-name and --cache-kubeconfig itself. For each non-nil pointer,
+// AddFlags registers no flag of that name (pflag refuses a name twice) and
+// Complete takes the host's value.
+type HostFlags struct {
+	ShardName       *string
+	CacheKubeconfig *string
+}
+
+// WithHostFlags makes o use the host's flags for the settings hf points at.
+// Call it before AddFlags.
+func (o *HostOptions) WithHostFlags(hf HostFlags) *HostOptions {
+	o.hostFlags = hf
+	return o
 }
 
 // CompletedHostOptions are host options with defaults filled in.
@@ -56,17 +75,27 @@ func (o *HostOptions) AddFlags(fss *cliflag.NamedFlagSets) {
 		"Serve a cache server in this process under /services/cache/ of this server's port.")
 	fs.StringVar(&o.CacheURL, "cache-url", o.CacheURL,
 		"URL of the cache server to push to and read from, e.g. https://cache.example:6443. With --run-cache-server and no --cache-url or --cache-kubeconfig, this process's own cache is used.")
-	fs.StringVar(&o.CacheKubeconfig, "cache-kubeconfig", o.CacheKubeconfig,
-		"Kubeconfig of the cache server to push to and read from (alternative to --cache-url); its credentials should be this shard's own identity, user system:kcp:shard:<shard-name>, which may write only this shard's partition.")
-	fs.StringVar(&o.ShardName, "shard-name", o.ShardName, "Name of this shard: its partition in the cache.")
+	if o.hostFlags.CacheKubeconfig == nil {
+		fs.StringVar(&o.CacheKubeconfig, "cache-kubeconfig", o.CacheKubeconfig,
+			"Kubeconfig of the cache server to push to and read from (alternative to --cache-url); its credentials should be this shard's own identity, user system:kcp:shard:<shard-name>, which may write only this shard's partition.")
+	}
+	if o.hostFlags.ShardName == nil {
+		fs.StringVar(&o.ShardName, "shard-name", o.ShardName, "Name of this shard: its partition in the cache.")
+	}
 	fs.StringVar(&o.CacheEtcdPrefix, "cache-etcd-prefix", o.CacheEtcdPrefix,
 		"With --run-cache-server: etcd key prefix of the cache's data in this server's etcd.")
 	fs.StringVar(&o.CacheEmbeddedEtcdDirectory, "cache-embedded-etcd-directory", o.CacheEmbeddedEtcdDirectory,
 		"With --run-cache-server: run an embedded etcd for the cache in this directory instead of using this server's etcd.")
 }
 
-// Complete derives where the cache is.
+// Complete takes the host's values and derives where the cache is.
 func (o *HostOptions) Complete() (CompletedHostOptions, error) {
+	if o.hostFlags.ShardName != nil {
+		o.ShardName = *o.hostFlags.ShardName
+	}
+	if o.hostFlags.CacheKubeconfig != nil {
+		o.CacheKubeconfig = *o.hostFlags.CacheKubeconfig
+	}
 	c := &completedHostOptions{HostOptions: *o}
 	c.InProcessCache = o.RunCacheServer && o.CacheURL == "" && o.CacheKubeconfig == ""
 	return CompletedHostOptions{c}, nil

@@ -3,6 +3,9 @@ package options
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
 func TestHostOptionsValidate(t *testing.T) {
@@ -44,5 +47,35 @@ func TestHostOptionsValidate(t *testing.T) {
 				t.Errorf("InProcessCache = %v, want %v", c.InProcessCache, tt.inProcess)
 			}
 		})
+	}
+}
+
+// kcp registers --shard-name and --cache-kubeconfig itself; the host
+// options mount next to its flags without registering them again, and
+// take kcp's values.
+func TestHostOptionsComposeWithKcpFlags(t *testing.T) {
+	fss := cliflag.NamedFlagSets{}
+	kcp := fss.FlagSet("kcp")
+	shardName := kcp.String("shard-name", "root", "kcp's")
+	cacheKubeconfig := kcp.String("cache-kubeconfig", "", "kcp's")
+
+	o := NewHostOptions().WithHostFlags(HostFlags{ShardName: shardName, CacheKubeconfig: cacheKubeconfig})
+	o.AddFlags(&fss) // pflag panics on a name registered twice
+	all := pflag.NewFlagSet("kcp start", pflag.ContinueOnError)
+	for _, name := range fss.Order {
+		all.AddFlagSet(fss.FlagSet(name))
+	}
+	if err := all.Parse([]string{"--shard-name=beta", "--cache-kubeconfig=/etc/kcp/cache.kubeconfig", "--run-cache-server"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := o.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ShardName != "beta" || c.CacheKubeconfig != "/etc/kcp/cache.kubeconfig" || !c.RunCacheServer || c.InProcessCache {
+		t.Errorf("completed = %+v; want kcp's shard name and kubeconfig, our --run-cache-server, a remote cache", c.HostOptions)
+	}
+	if errs := c.Validate(); len(errs) != 0 {
+		t.Errorf("Validate: %v", errs)
 	}
 }

@@ -3,6 +3,7 @@ package options
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
@@ -10,6 +11,8 @@ import (
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	cliflag "k8s.io/component-base/cli/flag"
+
+	"github.com/kcp-cache/kcp-cache/cache"
 )
 
 const (
@@ -39,6 +42,11 @@ type Options struct {
 	Etcd         *genericoptions.EtcdOptions
 	EmbeddedEtcd *EmbeddedEtcdOptions
 
+	// BootstrapTypes names the types of the kcp profile (cache.KcpTypes)
+	// served from the start, as "resource.group"; "*" is all of them, the
+	// default. More types can be declared at runtime with CRDs.
+	BootstrapTypes []string
+
 	// FeatureGates are upstream feature gates to set, over the cache
 	// server's defaults (see defaultFeatureGates). Complete applies them to
 	// the process: the options of a standalone server own its process.
@@ -65,7 +73,8 @@ func NewOptions() *Options {
 			DefaultEtcdPrefix,
 			apiextensionsapiserver.Codecs.LegacyCodec(v1beta1.SchemeGroupVersion, apiextensionsv1.SchemeGroupVersion),
 		)),
-		EmbeddedEtcd: NewEmbeddedEtcdOptions(),
+		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
+		BootstrapTypes: []string{cache.Wildcard},
 	}
 	o.SecureServing.BindPort = DefaultSecurePort
 	o.SecureServing.ServerCert.PairName = "apiserver"
@@ -83,6 +92,8 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	general := fss.FlagSet("Cache server")
 	general.StringVar(&o.RootDirectory, "root-directory", o.RootDirectory,
 		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory.")
+	general.StringSliceVar(&o.BootstrapTypes, "bootstrap-types", o.BootstrapTypes,
+		"Types of the kcp profile served from the start, as resource.group (e.g. apiexports.apis.kcp.io); * serves all of them, as a kcp shard needs. An empty value serves none. Other types can be added at runtime by creating CRDs. Known: "+strings.Join(cache.TypeNames(cache.KcpTypes()), ", ")+".")
 	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
 	o.Authentication.AddFlags(fss.FlagSet("Authentication"))
 	o.Audit.AddFlags(fss.FlagSet("Auditing"))
@@ -130,6 +141,9 @@ func (o CompletedOptions) Validate() []error {
 	} else {
 		errs = append(errs, o.Etcd.Validate()...)
 	}
+	if _, err := o.Types(); err != nil {
+		errs = append(errs, fmt.Errorf("--bootstrap-types: %w", err))
+	}
 	if !o.Etcd.EnableWatchCache {
 		errs = append(errs, fmt.Errorf("--watch-cache=false is not supported: the cache server always serves from the watch cache"))
 	}
@@ -137,4 +151,18 @@ func (o CompletedOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--enable-garbage-collector is not supported: no garbage collector runs against the cache"))
 	}
 	return errs
+}
+
+// Types returns the bootstrapped types --bootstrap-types names.
+func (o *Options) Types() ([]cache.Type, error) {
+	var names []string
+	for _, n := range o.BootstrapTypes {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return cache.KcpTypesNamed(names)
 }

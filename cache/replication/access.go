@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // fieldManager names the controller in the copies' managedFields.
@@ -44,16 +43,7 @@ func (c *Controller) getLocalFromSource(k Key) (*unstructured.Unstructured, erro
 // nil. The informer may lag behind the cache; a write based on a stale copy
 // fails with a conflict and is retried.
 func (c *Controller) getCopyFromInformer(k Key) (*unstructured.Unstructured, error) {
-	rs := c.resources[k.GVR]
-	obj, exists, err := rs.cacheInformer.GetIndexer().GetByKey(client.ToKey(c.shard, k.Cluster, k.Namespace, k.Name))
-	if err != nil || !exists {
-		return nil, err
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("cache informer of %s holds a %T", k.GVR, obj)
-	}
-	return u, nil
+	return copyFromIndex(c.resources[k.GVR].cacheInformer, c.shard, k)
 }
 
 // copies is the dynamic client for the copies of k's resource in k's

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -42,13 +43,32 @@ type Resource struct {
 	Filter func(obj *unstructured.Unstructured) bool
 }
 
-// DefaultResources returns the types every kcp shard replicates:
-// apis.kcp.io/v1alpha1 apiexports and apiresourceschemas, unfiltered.
-func DefaultResources() []Resource {
-	return []Resource{
-		{GVR: schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}, Kind: "APIExport"},
-		{GVR: schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"}, Kind: "APIResourceSchema"},
+// DefaultResources returns what a kcp shard replicates: the types of the
+// kcp profile (kcpcache.KcpTypes) that kcp pushes, under the version kcp
+// uses, with kcp's filters.
+func DefaultResources() []Resource { return ResourcesFor(kcpcache.KcpTypes()) }
+
+// ResourcesFor returns the replicated resources of types: those whose
+// policy pushes anything, annotated-only ones with a filter that selects
+// objects carrying kcpcache.AnnotationReplicate.
+func ResourcesFor(types []kcpcache.Type) []Resource {
+	var out []Resource
+	for _, t := range types {
+		r := Resource{GVR: t.GVR(), Kind: t.Kind}
+		switch t.Replicate {
+		case kcpcache.ReplicateNone:
+			continue
+		case kcpcache.ReplicateAnnotated:
+			r.Filter = markedForReplication
+		}
+		out = append(out, r)
 	}
+	return out
+}
+
+// markedForReplication selects objects kcp marks for the cache.
+func markedForReplication(obj *unstructured.Unstructured) bool {
+	return obj.GetAnnotations()[kcpcache.AnnotationReplicate] != ""
 }
 
 // Config is everything a Controller needs. Fill it directly, or from
@@ -65,6 +85,15 @@ type Config struct {
 
 	// LocalSources provides the shard's own view of each resource.
 	LocalSources SourceProvider
+
+	// CacheInformers, when set, returns wildcard informers over the cache
+	// (every shard, every cluster) that the host already runs, such as
+	// kcp's global informers; the controller reads its partition from them
+	// instead of opening a watch of its own per type, and adds an index to
+	// them. A nil result for a type means the controller's own. The host
+	// starts them; their objects carry kcp.io/shard and kcp.io/cluster, as
+	// every cached object does.
+	CacheInformers func(schema.GroupVersionResource) cache.SharedIndexInformer
 
 	// Resources lists the replicated types; nil means DefaultResources().
 	Resources []Resource

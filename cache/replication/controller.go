@@ -70,7 +70,10 @@ type resourceState struct {
 	// label is the resource label of the metrics.
 	label         string
 	source        LocalSource
-	cacheInformer *client.Informer
+	// cacheInformer is the controller's view of the cache: its own,
+	// scoped to the shard, or a host's wildcard informer (hostInformer).
+	cacheInformer cache.SharedIndexInformer
+	hostInformer  bool
 	// copies counts what this controller added to the objects gauge, so it
 	// can take it back when it stops.
 	copies atomic.Int64
@@ -116,12 +119,18 @@ func NewController(cfg *Config) (*Controller, error) {
 		if source.Informer == nil || source.Get == nil {
 			return nil, fmt.Errorf("replication: local source of %s needs an informer and a Get function", r.GVR)
 		}
-		c.resources[r.GVR] = &resourceState{
-			Resource:      r,
-			label:         r.GVR.GroupResource().String(),
-			source:        source,
-			cacheInformer: c.cacheFactory.ForResource(r.GVR),
+		rs := &resourceState{Resource: r, label: r.GVR.GroupResource().String(), source: source}
+		if cfg.CacheInformers != nil {
+			rs.cacheInformer = cfg.CacheInformers(r.GVR)
+			rs.hostInformer = rs.cacheInformer != nil
 		}
+		if rs.cacheInformer == nil {
+			rs.cacheInformer = c.cacheFactory.ForResource(r.GVR)
+		}
+		if err := addPartitionIndex(rs.cacheInformer); err != nil {
+			return nil, fmt.Errorf("replication: indexing the cache informer of %s: %w", r.GVR, err)
+		}
+		c.resources[r.GVR] = rs
 		c.order = append(c.order, r.GVR)
 	}
 	c.getLocal = c.getLocalFromSource

@@ -64,7 +64,7 @@ func call(f func() error) error {
 	return f()
 }
 
-var exportsGVR = DefaultResources()[0].GVR
+var exportsGVR = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports"}
 
 func exportKey() Key { return Key{GVR: exportsGVR, Cluster: "root", Name: "export"} }
 

@@ -106,6 +106,9 @@ func (c *Controller) enqueueAll(ctx context.Context, epoch string) {
 			}
 		}
 		for _, obj := range rs.cacheInformer.GetStore().List() {
+			if !inShard(obj, c.shard) {
+				continue
+			}
 			if k, err := keyFor(gvr, obj); err == nil {
 				keys[k] = struct{}{}
 			}

@@ -17,9 +17,10 @@ type registration struct {
 	handle   cache.ResourceEventHandlerRegistration
 }
 
-// addHandlers connects both sides of every resource to the queue. The cache
-// informers are the controller's own and stop with it; the local handlers
-// are returned for removeHandlers.
+// addHandlers connects both sides of every resource to the queue. The
+// controller's own cache informers stop with it; handlers on informers it
+// does not own (local ones, a host's cache informers) are returned for
+// removeHandlers.
 func (c *Controller) addHandlers(ctx context.Context) ([]registration, error) {
 	var regs []registration
 	var errs []error
@@ -31,18 +32,27 @@ func (c *Controller) addHandlers(ctx context.Context) ([]registration, error) {
 		} else {
 			regs = append(regs, registration{informer: rs.source.Informer, handle: handle})
 		}
-		if _, err := rs.cacheInformer.AddEventHandler(c.cacheHandler(ctx, rs)); err != nil {
+		// A host's wildcard informer delivers every shard's copies; only
+		// this shard's partition is the controller's business.
+		handler := cache.FilteringResourceEventHandler{
+			FilterFunc: func(obj interface{}) bool { return inShard(obj, c.shard) },
+			Handler:    c.cacheHandler(ctx, rs),
+		}
+		handle, err = rs.cacheInformer.AddEventHandler(handler)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("cache informer of %s: %w", gvr, err))
+		} else if rs.hostInformer {
+			regs = append(regs, registration{informer: rs.cacheInformer, handle: handle})
 		}
 	}
 	return regs, errors.Join(errs...)
 }
 
-// removeHandlers detaches the controller from the local informers.
+// removeHandlers detaches the controller from informers it does not own.
 func (c *Controller) removeHandlers(ctx context.Context, regs []registration) {
 	for _, r := range regs {
 		if err := r.informer.RemoveEventHandler(r.handle); err != nil {
-			klog.FromContext(ctx).Error(err, "Removing a handler from a local informer")
+			klog.FromContext(ctx).Error(err, "Removing a handler from an informer")
 		}
 	}
 }

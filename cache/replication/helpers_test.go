@@ -31,7 +31,7 @@ import (
 const pollTimeout = cachetest.DefaultTimeout
 
 var (
-	schemasGVR = DefaultResources()[1].GVR
+	schemasGVR = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"}
 	widgetsGVR = schema.GroupVersionResource{Group: cachetest.WidgetNames.Group, Version: cachetest.WidgetNames.Version, Resource: cachetest.WidgetNames.Resource}
 )
 

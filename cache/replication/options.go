@@ -31,7 +31,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "replication-workers", o.Workers, "Number of objects the replication controller reconciles at once.")
 	fs.StringSliceVar(&o.ExtraResources, "replication-extra-resources", o.ExtraResources,
-		"Resources replicated in addition to apiexports and apiresourceschemas, as resource.version.group.")
+		"Resources replicated in addition to the kcp types kcp replicates, as resource.version.group.")
 	fs.BoolVar(&o.ReplicateSystemClusters, "replication-system-clusters", o.ReplicateSystemClusters,
 		"Also replicate objects in logical clusters named system:*.")
 }

@@ -11,7 +11,7 @@ func TestOptionsFlagsAndApplyTo(t *testing.T) {
 	o := NewOptions()
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
-	if err := fs.Parse([]string{"--replication-workers=4", "--replication-extra-resources=workspacetypes.v1alpha1.tenancy.kcp.io,apiexports.v1alpha1.apis.kcp.io,configmaps.v1.", "--replication-system-clusters"}); err != nil {
+	if err := fs.Parse([]string{"--replication-workers=4", "--replication-extra-resources=workspacetypes.v1alpha1.tenancy.kcp.io,apiexports.v1alpha2.apis.kcp.io,configmaps.v1.", "--replication-system-clusters"}); err != nil {
 		t.Fatal(err)
 	}
 	if errs := o.Validate(); len(errs) > 0 {
@@ -25,11 +25,12 @@ func TestOptionsFlagsAndApplyTo(t *testing.T) {
 	for _, r := range cfg.Resources {
 		got = append(got, r.GVR)
 	}
-	want := []schema.GroupVersionResource{
-		DefaultResources()[0].GVR, DefaultResources()[1].GVR,
-		{Group: "tenancy.kcp.io", Version: "v1alpha1", Resource: "workspacetypes"},
-		{Version: "v1", Resource: "configmaps"},
+	var want []schema.GroupVersionResource
+	for _, r := range DefaultResources() {
+		want = append(want, r.GVR)
 	}
+	// workspacetypes and apiexports are defaults already; configmaps is added once.
+	want = append(want, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
 	if len(got) != len(want) {
 		t.Fatalf("resources = %v, want %v (defaults first, duplicates once)", got, want)
 	}

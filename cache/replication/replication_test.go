@@ -3,15 +3,20 @@ package replication
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -26,6 +31,7 @@ func TestReplication(t *testing.T) {
 	t.Run("repairs copies edited or deleted in the cache", func(t *testing.T) { testRepairs(t, h) })
 	t.Run("extra resources and filters", func(t *testing.T) { testExtraResourcesAndFilters(t, h) })
 	t.Run("shards do not interfere", func(t *testing.T) { testShardsDoNotInterfere(t, h) })
+	t.Run("with the host's wildcard cache informers", func(t *testing.T) { testHostCacheInformers(t, h) })
 	t.Run("origin shard down", func(t *testing.T) { testOriginShardDown(t, h) })
 	t.Run("cache outage", func(t *testing.T) { testCacheOutage(t, h) })
 }
@@ -213,6 +219,54 @@ func testShardsDoNotInterfere(t *testing.T, h *harness) {
 	ecru.waitMirrored(t)
 	if after := copiesOf(t, ecru); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("ecru's copies changed while only dune's objects did: before %v, after %v", before, after)
+	}
+}
+
+// testHostCacheInformers runs a controller on informers over every shard
+// that its host already runs (as kcp's global informers are): it opens no
+// list or watch of its own, converges and repairs its partition, and leaves
+// another shard's copies of the same names alone.
+func testHostCacheInformers(t *testing.T, h *harness) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	global := client.NewInformerFactory(h.cacheAdmin, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 0)
+	var reads atomic.Int32
+	hostInformers := func(cfg *Config, cacheCfg *rest.Config) {
+		cfg.CacheInformers = func(gvr schema.GroupVersionResource) cache.SharedIndexInformer { return global.ForResource(gvr) }
+		cacheCfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				if req.Method == http.MethodGet {
+					reads.Add(1)
+				}
+				return rt.RoundTrip(req)
+			})
+		})
+	}
+	fawn, gray := newShard(t, h, "fawn", hostInformers), newShard(t, h, "gray")
+	for _, s := range []*shard{fawn, gray} {
+		for _, c := range clusters {
+			mustCreate(t, s.localClient(c, exportsGVR), export("shared", s.name+"-"+c))
+		}
+	}
+	global.Start(ctx)
+	fawn.start(t)
+	gray.start(t)
+	fawn.waitMirrored(t)
+	gray.waitMirrored(t)
+	before := copiesOf(t, gray)
+
+	mustMutate(t, fawn.cacheClient("root", exportsGVR), "shared", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "evil", "spec", "value")
+	})
+	mustDelete(t, fawn.cacheClient("org", exportsGVR), "shared")
+	mustDelete(t, fawn.localClient("team", exportsGVR), "shared")
+	fawn.waitMirrored(t)
+	gray.waitMirrored(t)
+	if after := copiesOf(t, gray); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("gray's copies changed while only fawn's partition did: before %v, after %v", before, after)
+	}
+	if n := reads.Load(); n != 0 {
+		t.Errorf("the controller on host informers read the cache itself %d times", n)
 	}
 }
 

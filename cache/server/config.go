@@ -54,7 +54,8 @@ type Config struct {
 type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
-	// caches serve. NewConfig sets DefaultBootstrapCRDs.
+	// caches serve. NewConfig sets the CRDs of the types the options name
+	// (by default the whole kcp profile, DefaultBootstrapCRDs).
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
 }
 
@@ -137,6 +138,10 @@ func NewMountedConfig(opts options.CompletedOptions, host Host) (*Config, error)
 }
 
 func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
+	types, err := opts.Types()
+	if err != nil {
+		return nil, fmt.Errorf("--bootstrap-types: %w", err)
+	}
 	if err := os.MkdirAll(opts.RootDirectory, 0o700); err != nil {
 		return nil, fmt.Errorf("creating root directory: %w", err)
 	}
@@ -215,7 +220,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noopoteltrace.NewTracerProvider()),
 			},
 		},
-		Extra:   ExtraConfig{BootstrapCRDs: DefaultBootstrapCRDs()},
+		Extra:   ExtraConfig{BootstrapCRDs: TypeCRDs(types)},
 		derived: derived,
 	}
 	return cfg, nil

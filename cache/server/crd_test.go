@@ -79,7 +79,8 @@ func TestUnaggregatedDiscoveryListsCRDGroups(t *testing.T) {
 			for _, g := range groups.Groups {
 				found[g.Name] = g.PreferredVersion.Version
 			}
-			if found["apis.kcp.io"] != "v1alpha1" || found["example.dev"] != "v1" {
+			// apiexports serve v1alpha2 as well, so the group prefers it.
+			if found["apis.kcp.io"] != "v1alpha2" || found["example.dev"] != "v1" {
 				return errorf("%v: /apis lists %v", scope, found)
 			}
 			return nil

@@ -1,12 +1,25 @@
 package server
 
 import (
+	"k8s.io/apiextensions-apiserver/pkg/apihelpers"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
-// CRDNames are the names of a schema-less type.
+// apiApprovalAnnotation is required by apiextensions on CRDs in groups
+// ending in k8s.io or kubernetes.io. kcp declares RBAC and admission types
+// as CRDs under the reference its fork's API review gave; the cache declares
+// the same types with the same reference.
+const (
+	apiApprovalAnnotation = "api-approved.kubernetes.io"
+	kcpAPIApproval        = "https://github.com/kcp-dev/kubernetes/pull/4"
+)
+
+// CRDNames are the names of a schema-less type with one version.
 type CRDNames struct {
 	Group, Version, Resource, Kind string
 	// Namespaced types are scoped to namespaces; the kcp types are not.
@@ -14,48 +27,74 @@ type CRDNames struct {
 }
 
 // DefaultBootstrapCRDs are the types every cache server serves from the
-// start: the kcp API types all shards need when another shard is down.
+// start: the whole kcp type profile, cache.KcpTypes.
 func DefaultBootstrapCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	return []*apiextensionsv1.CustomResourceDefinition{
-		SchemalessCRD(CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"}),
-		SchemalessCRD(CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas", Kind: "APIResourceSchema"}),
-		// The cache's own type, not a kcp one: the shards' heartbeats.
-		HeartbeatCRD(),
-	}
+	// The kcp profile, and the cache's own type: the shards' heartbeats.
+	return append(TypeCRDs(cache.KcpTypes()), HeartbeatCRD())
 }
 
-// SchemalessCRD returns a CRD that stores any fields as they come: the cache
-// holds copies that were validated on their shard, and must not prune or
-// reject what a newer shard sends.
+// TypeCRDs returns the CRDs declaring types, in order.
+func TypeCRDs(types []cache.Type) []*apiextensionsv1.CustomResourceDefinition {
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(types))
+	for _, t := range types {
+		crds = append(crds, TypeCRD(t))
+	}
+	return crds
+}
+
+// SchemalessCRD returns a CRD declaring one version of a schema-less type.
 func SchemalessCRD(n CRDNames) *apiextensionsv1.CustomResourceDefinition {
+	return TypeCRD(cache.Type{
+		Group: n.Group, Resource: n.Resource, Kind: n.Kind,
+		Versions: []string{n.Version}, StorageVersion: n.Version, Namespaced: n.Namespaced,
+	})
+}
+
+// TypeCRD returns a CRD that declares t schema-less: every version stores
+// any fields as they come. The cache holds copies that were validated on
+// their shard, and must not prune or reject what a newer shard sends.
+func TypeCRD(t cache.Type) *apiextensionsv1.CustomResourceDefinition {
 	scope := apiextensionsv1.ClusterScoped
-	if n.Namespaced {
+	if t.Namespaced {
 		scope = apiextensionsv1.NamespaceScoped
 	}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: n.Resource + "." + n.Group},
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: t.Name()},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: n.Group,
+			Group: t.Group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural:   n.Resource,
-				Singular: lowerKind(n.Kind),
-				Kind:     n.Kind,
-				ListKind: n.Kind + "List",
+				Plural:   t.Resource,
+				Singular: lowerKind(t.Kind),
+				Kind:     t.Kind,
+				ListKind: t.Kind + "List",
 			},
 			Scope: scope,
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name:    n.Version,
-				Served:  true,
-				Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{
-					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type:                   "object",
-						XPreserveUnknownFields: ptr.To(true),
-					},
-				},
-			}},
 		},
 	}
+	for _, v := range t.Versions {
+		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+			Name:    v,
+			Served:  true,
+			Storage: v == t.StorageVersion,
+			Schema: &apiextensionsv1.CustomResourceValidation{
+				OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type:                   "object",
+					XPreserveUnknownFields: ptr.To(true),
+				},
+			},
+		})
+	}
+	annotations := map[string]string{}
+	if t.PathSegmentNames {
+		annotations[dataplane.ValidateNameAnnotation] = string(dataplane.PathSegmentNames)
+	}
+	if apihelpers.IsProtectedCommunityGroup(t.Group) {
+		annotations[apiApprovalAnnotation] = kcpAPIApproval
+	}
+	if len(annotations) > 0 {
+		crd.Annotations = annotations
+	}
+	return crd
 }
 
 func lowerKind(kind string) string {

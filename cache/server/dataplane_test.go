@@ -148,14 +148,11 @@ func TestRestartWithAnAddedVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// As kcp's APIExports gained v1alpha2, which became the storage version.
+	// As kcp's APIExports gained v1alpha2, which became the storage version:
+	// the restart declares the whole kcp profile, as a server upgraded from
+	// a release that served apiexports as v1alpha1 alone does.
 	srv.RestartServer(t, cachetest.WithConfig(func(cfg *server.Config) {
-		crd := server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"})
-		v2 := *crd.Spec.Versions[0].DeepCopy()
-		v2.Name = "v1alpha2"
-		crd.Spec.Versions[0].Storage = false
-		crd.Spec.Versions = append(crd.Spec.Versions, v2)
-		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{crd}
+		cfg.Extra.BootstrapCRDs = server.DefaultBootstrapCRDs()
 	}))
 	for _, version := range []string{"v1alpha1", "v1alpha2"} {
 		gvr := apiExports
@@ -315,7 +312,12 @@ func TestServerSideApplyAndDryRun(t *testing.T) {
 
 func TestRestartThatRemovesAStoredVersionIsRefused(t *testing.T) {
 	t.Parallel()
-	srv := cachetest.StartServer(t)
+	// Declared as before kcp added v1alpha2, so v1alpha1 is stored.
+	srv := cachetest.StartServer(t, cachetest.WithConfig(func(cfg *server.Config) {
+		cfg.Extra.BootstrapCRDs = []*apiextensionsv1.CustomResourceDefinition{
+			server.SchemalessCRD(server.CRDNames{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports", Kind: "APIExport"}),
+		}
+	}))
 	ctx := testContext(t)
 	if _, err := dyn(t, srv, "amber", "root").Resource(apiExports).Create(ctx, apiExport("kept", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"net/http"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -37,7 +40,36 @@ func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds
 	})); err != nil {
 		return err
 	}
-	return plane.WatchCRDs(ctx, crds)
+	if err := plane.WatchCRDs(ctx, crds); err != nil {
+		return err
+	}
+	exported := dataplane.NewExportSource(plane, exportedTypes(boot.crds))
+	return s.GenericAPIServer.AddPostStartHook(ExportedResourcesHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		go exported.Run(klog.NewContext(hookCtx, klog.FromContext(ctx)))
+		return nil
+	})
+}
+
+// ExportedResourcesHookName is the post-start hook that serves the identity
+// resources cached APIExports and CachedResources declare.
+const ExportedResourcesHookName = "kcp-cache-exported-resources"
+
+// exportedTypes names the bootstrapped types whose objects declare identity
+// resources; a type that is not bootstrapped is not followed.
+func exportedTypes(crds []*apiextensionsv1.CustomResourceDefinition) dataplane.ExportedTypes {
+	var types dataplane.ExportedTypes
+	for _, crd := range crds {
+		gr := dataplane.ResourceFromCRD(crd).GroupResource()
+		switch gr {
+		case schema.GroupResource{Group: "apis.kcp.io", Resource: "apiexports"}:
+			types.APIExports = gr
+		case schema.GroupResource{Group: "apis.kcp.io", Resource: "apiresourceschemas"}:
+			types.APIResourceSchemas = gr
+		case schema.GroupResource{Group: "cache.kcp.io", Resource: "cachedresources"}:
+			types.CachedResources = gr
+		}
+	}
+	return types
 }
 
 // Types is the set of types the server serves; more can be registered at run

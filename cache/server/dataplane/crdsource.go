@@ -11,7 +11,7 @@ import (
 
 // WatchCRDs keeps the registry in step with the CRDs informer sees: an
 // Established CRD that is not being deleted is served, anything else is not.
-// Once the informer has synced, the registry is marked synced. Call it
+// Until the informer has synced, the registry counts it as a pending source. Call it
 // before the informer starts.
 func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInformer) error {
 	logger := klog.FromContext(ctx).WithName("crd-source")
@@ -40,6 +40,7 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 		}
 		r.Unregister(ctx, schema.GroupResource{Group: crd.Spec.Group, Resource: ResourceFromCRD(crd).Resource})
 	}
+	synced := r.AddSource()
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    apply,
 		UpdateFunc: func(_, obj interface{}) { apply(obj) },
@@ -50,7 +51,7 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 	}
 	go func() {
 		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-			r.SetSynced()
+			synced()
 			logger.V(2).Info("Every CRD is known")
 		}
 	}()

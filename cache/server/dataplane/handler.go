@@ -44,8 +44,12 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 		gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
 		s := r.lookup(gr)
 		if s == nil {
-			if !r.synced.Load() {
+			if !r.synced() {
 				unavailable(w, req, gv, gr, "the cache server is starting and does not know its types yet")
+				return
+			}
+			if sibling := r.identitySibling(gr); sibling != nil {
+				r.serveUnknownIdentity(w, req, sibling, info, gr)
 				return
 			}
 			delegate.ServeHTTP(w, req)

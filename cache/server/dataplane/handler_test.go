@@ -48,7 +48,7 @@ func TestUnknownTypesAreUnavailableUntilDeclarationsAreKnown(t *testing.T) {
 		}
 	}
 
-	r.SetSynced()
+	r.AddSource()()
 	if rec := serveWithInfo(h, widgets); rec.Code != http.StatusNotFound {
 		t.Errorf("after sync, an unknown type got %d, want the delegate's 404", rec.Code)
 	}

@@ -38,10 +38,11 @@ type Registry struct {
 
 	mu     sync.RWMutex
 	served map[schema.GroupResource]*served
-	// synced is set once every declaration source has delivered its
-	// initial set; until then an unknown type may still appear, so its
-	// requests get 503 instead of 404.
-	synced atomic.Bool
+	// sourcesAdded and pendingSources say whether every declaration source
+	// has delivered its initial set; until then an unknown type may still
+	// appear, so its requests get 503 instead of 404.
+	sourcesAdded   atomic.Bool
+	pendingSources atomic.Int32
 }
 
 // served is one type as served: its declaration, its store and a request
@@ -158,9 +159,21 @@ func (r *Registry) Resources() []Resource {
 	return out
 }
 
-// SetSynced records that every declaration source has delivered its initial
-// set: from now on an unknown type is answered with 404.
-func (r *Registry) SetSynced() { r.synced.Store(true) }
+// AddSource records a declaration source (the CRDs, the exported resources)
+// that has not delivered its initial set yet; the source calls the returned
+// function once it has. Once every source added has, an unknown type is
+// answered with 404.
+func (r *Registry) AddSource() (synced func()) {
+	r.pendingSources.Add(1)
+	r.sourcesAdded.Store(true)
+	var once sync.Once
+	return func() { once.Do(func() { r.pendingSources.Add(-1) }) }
+}
+
+// synced reports whether every source has delivered its initial set.
+func (r *Registry) synced() bool {
+	return r.sourcesAdded.Load() && r.pendingSources.Load() == 0
+}
 
 // ReadinessCheck fails while a pinned type's storage is not ready to serve.
 func (r *Registry) ReadinessCheck() error {

@@ -1,0 +1,148 @@
+package cache
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// AnnotationReplicate marks the objects of selectively replicated types
+// (ClusterRoles, ClusterRoleBindings, LogicalClusters) that a kcp shard
+// pushes into the cache; any non-empty value selects an object.
+const AnnotationReplicate = "internal.kcp.io/replicate"
+
+// ReplicatePolicy says which of a shard's objects of a type are pushed.
+type ReplicatePolicy int
+
+const (
+	// ReplicateNone: the cache serves the type, a shard pushes nothing of it.
+	ReplicateNone ReplicatePolicy = iota
+	// ReplicateAll: every object outside system:* clusters is pushed.
+	ReplicateAll
+	// ReplicateAnnotated: only objects with AnnotationReplicate are pushed.
+	ReplicateAnnotated
+)
+
+// Type is one type of the cache's type profile: everything the server
+// needs to declare it, replication to push it and consumers to watch it.
+type Type struct {
+	Group    string
+	Resource string
+	Kind     string
+	// Versions are served, oldest first; every one reads and writes the
+	// same objects (no conversion). A version that was ever StorageVersion
+	// must stay in the list.
+	Versions []string
+	// StorageVersion is the version objects are written as, and the one
+	// kcp's shards read and write (apiexports: v1alpha2).
+	StorageVersion string
+	Namespaced     bool
+	// PathSegmentNames relaxes the name rule from DNS-1123 subdomains to
+	// path segments, as kcp does for RBAC (names like "system:kcp:...").
+	PathSegmentNames bool
+	// Replicate is what a kcp shard pushes of this type.
+	Replicate ReplicatePolicy
+}
+
+// GroupResource is the type's group and resource.
+func (t Type) GroupResource() schema.GroupResource {
+	return schema.GroupResource{Group: t.Group, Resource: t.Resource}
+}
+
+// GVR is the type under its storage version, the one shards use.
+func (t Type) GVR() schema.GroupVersionResource {
+	return t.GroupResource().WithVersion(t.StorageVersion)
+}
+
+// Name is the type's "resource.group", the name of its CRD and the form
+// --bootstrap-types takes.
+func (t Type) Name() string { return t.Resource + "." + t.Group }
+
+// KcpTypes is the type profile of a kcp v0.32 installation: the types kcp's
+// own cache server declares (config/crds of kcp, schemas and subresources
+// dropped), the version kcp's shards use, and what kcp's replication
+// controller pushes (pkg/reconciler/cache/replication there). A kcp shard
+// opens a wildcard informer on every one of them, and on the CRDs, and is
+// not ready until each has synced: all must be served from the start.
+//
+// kcp pushes mutating admission policies (and their bindings) only with its
+// MutatingAdmissionPolicy feature gate on; they are marked replicated here,
+// and a host without them locally drops them from its replicated set.
+func KcpTypes() []Type {
+	v1alpha1 := []string{"v1alpha1"}
+	v1 := []string{"v1"}
+	kcp := func(group, resource, kind string, replicate ReplicatePolicy) Type {
+		return Type{Group: group, Resource: resource, Kind: kind, Versions: v1alpha1, StorageVersion: "v1alpha1", Replicate: replicate}
+	}
+	rbac := func(resource, kind string, namespaced bool, replicate ReplicatePolicy) Type {
+		return Type{Group: "rbac.authorization.k8s.io", Resource: resource, Kind: kind, Versions: v1, StorageVersion: "v1",
+			Namespaced: namespaced, PathSegmentNames: true, Replicate: replicate}
+	}
+	admission := func(resource, kind string) Type {
+		return Type{Group: "admissionregistration.k8s.io", Resource: resource, Kind: kind, Versions: v1, StorageVersion: "v1", Replicate: ReplicateAll}
+	}
+	return []Type{
+		{Group: "apis.kcp.io", Resource: "apiexports", Kind: "APIExport", Versions: []string{"v1alpha1", "v1alpha2"}, StorageVersion: "v1alpha2", Replicate: ReplicateAll},
+		kcp("apis.kcp.io", "apiresourceschemas", "APIResourceSchema", ReplicateAll),
+		kcp("apis.kcp.io", "apiconversions", "APIConversion", ReplicateAll),
+		kcp("apis.kcp.io", "apiexportendpointslices", "APIExportEndpointSlice", ReplicateAll),
+		kcp("core.kcp.io", "logicalclusters", "LogicalCluster", ReplicateAnnotated),
+		kcp("core.kcp.io", "shards", "Shard", ReplicateAll),
+		kcp("migration.kcp.io", "logicalclustermigrations", "LogicalClusterMigration", ReplicateAll),
+		kcp("cache.kcp.io", "cachedobjects", "CachedObject", ReplicateNone),
+		kcp("cache.kcp.io", "cachedresources", "CachedResource", ReplicateAll),
+		kcp("cache.kcp.io", "cachedresourceendpointslices", "CachedResourceEndpointSlice", ReplicateAll),
+		kcp("tenancy.kcp.io", "workspacetypes", "WorkspaceType", ReplicateAll),
+		rbac("clusterroles", "ClusterRole", false, ReplicateAnnotated),
+		rbac("clusterrolebindings", "ClusterRoleBinding", false, ReplicateAnnotated),
+		rbac("roles", "Role", true, ReplicateNone),
+		rbac("rolebindings", "RoleBinding", true, ReplicateNone),
+		admission("mutatingwebhookconfigurations", "MutatingWebhookConfiguration"),
+		admission("validatingwebhookconfigurations", "ValidatingWebhookConfiguration"),
+		admission("mutatingadmissionpolicies", "MutatingAdmissionPolicy"),
+		admission("mutatingadmissionpolicybindings", "MutatingAdmissionPolicyBinding"),
+		admission("validatingadmissionpolicies", "ValidatingAdmissionPolicy"),
+		admission("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"),
+	}
+}
+
+// KcpTypesNamed returns the profile's types with the given names
+// ("resource.group", as Type.Name), in profile order, or an error naming
+// every unknown one. "*" alone selects the whole profile.
+func KcpTypesNamed(names []string) ([]Type, error) {
+	all := KcpTypes()
+	if len(names) == 1 && names[0] == Wildcard {
+		return all, nil
+	}
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	var out []Type
+	for _, t := range all {
+		if want[t.Name()] {
+			out = append(out, t)
+			delete(want, t.Name())
+		}
+	}
+	if len(want) > 0 {
+		unknown := make([]string, 0, len(want))
+		for n := range want {
+			unknown = append(unknown, n)
+		}
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("not in the kcp type profile: %s (known: %s)", strings.Join(unknown, ", "), strings.Join(TypeNames(all), ", "))
+	}
+	return out, nil
+}
+
+// TypeNames returns the names of types, in order.
+func TypeNames(types []Type) []string {
+	names := make([]string, 0, len(types))
+	for _, t := range types {
+		names = append(names, t.Name())
+	}
+	return names
+}

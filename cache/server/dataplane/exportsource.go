@@ -1,0 +1,279 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
+)
+
+// ExportedTypes names the served types whose cached objects declare identity
+// resources. A zero GroupResource is a type the server does not serve.
+type ExportedTypes struct {
+	APIExports         schema.GroupResource
+	APIResourceSchemas schema.GroupResource
+	CachedResources    schema.GroupResource
+}
+
+// rewatchDelay spaces attempts to follow a type whose watch failed.
+const rewatchDelay = time.Second
+
+// ExportSource serves "<resource>:<identity>" for every resource a cached
+// APIExport exports (its APIResourceSchemas, in the same partition, say
+// which resources, kinds, scopes and versions) and every CachedResource
+// declares, and stops serving one once nothing declares it any more (its
+// data stays). It follows the types through the registry's own stores, not
+// through HTTP informers, so it holds a few fields per object rather than
+// second copies of whole schemas.
+type ExportSource struct {
+	*exportSource
+	types ExportedTypes
+	// synced are the pending-source marks of the followed types.
+	synced map[schema.GroupResource]func()
+}
+
+// NewExportSource prepares a source over types, which must be registered
+// (pinned) already. From now on the registry counts each followed type as a
+// pending source until Run has delivered its objects once.
+func NewExportSource(r *Registry, types ExportedTypes) *ExportSource {
+	src := &ExportSource{
+		exportSource: &exportSource{
+			registry:   r,
+			exports:    map[partitionName]exportRecord{},
+			schemas:    map[partitionName]schemaRecord{},
+			cached:     map[partitionName]cachedResourceRecord{},
+			registered: map[schema.GroupResource]Resource{},
+			changed:    make(chan struct{}, 1),
+		},
+		types:  types,
+		synced: map[schema.GroupResource]func(){},
+	}
+	for _, gr := range []schema.GroupResource{types.APIExports, types.APIResourceSchemas, types.CachedResources} {
+		if gr.Resource != "" {
+			src.synced[gr] = r.AddSource()
+		}
+	}
+	return src
+}
+
+// Run follows the types until ctx is done.
+func (src *ExportSource) Run(ctx context.Context) {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("exported-resources"))
+	follow := func(gr schema.GroupResource, apply func(map[partitionName]*opaque.Object, *partitionName, *opaque.Object)) {
+		if synced, ok := src.synced[gr]; ok {
+			go src.follow(ctx, gr, synced, apply)
+		}
+	}
+	follow(src.types.APIExports, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
+		setRecords(&src.mu, src.exports, all, k, o, func(o *opaque.Object) (exportRecord, bool) { return parseExport(o.Body()) })
+	})
+	follow(src.types.APIResourceSchemas, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
+		setRecords(&src.mu, src.schemas, all, k, o, func(o *opaque.Object) (schemaRecord, bool) { return parseSchema(o.Body()) })
+	})
+	follow(src.types.CachedResources, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
+		setRecords(&src.mu, src.cached, all, k, o, func(o *opaque.Object) (cachedResourceRecord, bool) {
+			return parseCachedResource(o.Body(), o.GetAnnotations())
+		})
+	})
+	src.reconcileLoop(ctx)
+}
+
+// exportSource is the state an ExportSource's goroutines share.
+type exportSource struct {
+	registry *Registry
+
+	mu      sync.Mutex
+	exports map[partitionName]exportRecord
+	schemas map[partitionName]schemaRecord
+	cached  map[partitionName]cachedResourceRecord
+
+	// registered is what this source has registered (only the reconcile
+	// loop touches it); lastConflicts is what was last logged.
+	registered    map[schema.GroupResource]Resource
+	lastConflicts string
+	// changed wakes the reconcile loop; one pending wake-up is enough.
+	changed chan struct{}
+}
+
+// setRecords replaces every record (all != nil) or sets or removes one (o
+// nil removes k), then wakes the reconcile loop's caller.
+func setRecords[R any](mu *sync.Mutex, records map[partitionName]R, all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object, parse func(*opaque.Object) (R, bool)) {
+	mu.Lock()
+	defer mu.Unlock()
+	if all != nil {
+		clear(records)
+		for k, o := range all {
+			if rec, ok := parse(o); ok {
+				records[k] = rec
+			}
+		}
+		return
+	}
+	if o == nil {
+		delete(records, *k)
+		return
+	}
+	if rec, ok := parse(o); ok {
+		records[*k] = rec
+	} else {
+		delete(records, *k)
+	}
+}
+
+// follow keeps one type's records current: a watch that first delivers
+// every object (sendInitialEvents) and then changes, restarted with a fresh
+// initial set whenever it ends (a timeout, a trimmed history, a restarted
+// watch cache).
+func (s *exportSource) follow(ctx context.Context, gr schema.GroupResource, synced func(), apply func(map[partitionName]*opaque.Object, *partitionName, *opaque.Object)) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("resource", gr)
+	for ctx.Err() == nil {
+		if err := s.followOnce(ctx, gr, synced, apply); err != nil && ctx.Err() == nil {
+			logger.Info("Following the type failed, will retry", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(rewatchDelay):
+		}
+	}
+}
+
+func (s *exportSource) followOnce(ctx context.Context, gr schema.GroupResource, synced func(), apply func(map[partitionName]*opaque.Object, *partitionName, *opaque.Object)) error {
+	served := s.registry.lookup(gr)
+	if served == nil {
+		return fmt.Errorf("%s is not served", gr)
+	}
+	// No scope in the context: the partitioned storage reads every
+	// partition, as for "*/*".
+	w, err := served.store.Watch(ctx, &metainternalversion.ListOptions{
+		ResourceVersion:      "0",
+		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		SendInitialEvents:    ptr.To(true),
+		AllowWatchBookmarks:  true,
+	})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	initial := map[partitionName]*opaque.Object{}
+	for {
+		var ev watch.Event
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok = <-w.ResultChan():
+		}
+		if !ok {
+			return nil
+		}
+		if ev.Type == watch.Error {
+			return fmt.Errorf("watch of %s: %v", gr, ev.Object)
+		}
+		obj := ev.Object
+		if c, ok := obj.(runtime.CacheableObject); ok {
+			// The watch cache wraps events it serializes once for many
+			// watchers.
+			obj = c.GetObject()
+		}
+		o, isOpaque := obj.(*opaque.Object)
+		if !isOpaque {
+			continue
+		}
+		if ev.Type == watch.Bookmark {
+			if initial != nil && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+				apply(initial, nil, nil)
+				initial = nil
+				synced()
+				s.wake()
+			}
+			continue
+		}
+		shard, cluster := o.PartitionAnnotations()
+		k := partitionName{shard: shard, cluster: cluster, name: o.GetName()}
+		if initial != nil {
+			if ev.Type == watch.Deleted {
+				delete(initial, k)
+			} else {
+				initial[k] = o
+			}
+			continue
+		}
+		if ev.Type == watch.Deleted {
+			apply(nil, &k, nil)
+		} else {
+			apply(nil, &k, o)
+		}
+		s.wake()
+	}
+}
+
+func (s *exportSource) wake() {
+	select {
+	case s.changed <- struct{}{}:
+	default:
+	}
+}
+
+// reconcileLoop registers what the records declare and unregisters what
+// they no longer do, after every change.
+func (s *exportSource) reconcileLoop(ctx context.Context) {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.changed:
+			s.reconcile(ctx)
+		}
+	}
+}
+
+func (s *exportSource) reconcile(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	s.mu.Lock()
+	want, conflicts := identityResources(s.exports, s.schemas, s.cached)
+	s.mu.Unlock()
+	if msg := joinErrors(conflicts); msg != s.lastConflicts {
+		if msg != "" {
+			logger.Info("Conflicting declarations of identity resources", "conflicts", msg)
+		}
+		s.lastConflicts = msg
+	}
+	for gr, res := range want {
+		if old, ok := s.registered[gr]; ok && old.equal(res) {
+			continue
+		}
+		if err := s.registry.Register(ctx, res); err != nil {
+			logger.Error(err, "Cannot serve an identity resource", "resource", gr)
+			continue
+		}
+		s.registered[gr] = res
+	}
+	for gr := range s.registered {
+		if _, ok := want[gr]; !ok {
+			s.registry.Unregister(ctx, gr)
+			delete(s.registered, gr)
+		}
+	}
+}
+
+func joinErrors(errs []error) string {
+	msgs := make([]string, 0, len(errs))
+	for _, err := range errs {
+		msgs = append(msgs, err.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
