@@ -109,8 +109,8 @@ func New(cfg Config) (*Hook, error) {
 		return nil, fmt.Errorf("cache client: %w", err)
 	}
 	controller, err := replication.NewController(&replication.Config{
-		Shard:        cfg.Shard,
-		CacheClient:  cacheClient,
+		Shard:          cfg.Shard,
+		CacheClient:    cacheClient,
 		LocalSources:   cfg.LocalSources,
 		Resources:      cfg.Resources,
 		CacheInformers: cfg.CacheInformers,

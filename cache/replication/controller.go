@@ -68,8 +68,8 @@ type Controller struct {
 type resourceState struct {
 	Resource
 	// label is the resource label of the metrics.
-	label         string
-	source        LocalSource
+	label  string
+	source LocalSource
 	// cacheInformer is the controller's view of the cache: its own,
 	// scoped to the shard, or a host's wildcard informer (hostInformer).
 	cacheInformer cache.SharedIndexInformer
