@@ -55,7 +55,7 @@ type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
 	// caches serve. NewConfig sets the CRDs of the types the options name
-	// (by default the whole kcp profile, DefaultBootstrapCRDs).
+	// (by default the whole kcp profile, DefaultBootstrapCRDs) and HeartbeatCRD.
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
 }
 
@@ -220,7 +220,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noopoteltrace.NewTracerProvider()),
 			},
 		},
-		Extra:   ExtraConfig{BootstrapCRDs: TypeCRDs(types)},
+		// The heartbeats are the cache's own type, served whatever
+		// --bootstrap-types selects of the kcp profile.
+		Extra:   ExtraConfig{BootstrapCRDs: append(TypeCRDs(types), HeartbeatCRD())},
 		derived: derived,
 	}
 	return cfg, nil
