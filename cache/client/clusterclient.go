@@ -21,6 +21,8 @@ type ClusterClient struct {
 	httpClient *http.Client
 	// paths, when set, replaces the cache's URL layout; see NewForConfigWithPaths.
 	paths PathFunc
+	// epochs records the epoch every response announces.
+	epochs *Epochs
 }
 
 // PathFunc returns the URL path prefix that addresses scope on a server
@@ -65,12 +67,19 @@ func NewForConfig(cfg *rest.Config) (*ClusterClient, error) {
 	if _, _, err := rest.DefaultServerUrlFor(config); err != nil {
 		return nil, fmt.Errorf("server URL of config: %w", err)
 	}
-	httpClient, err := rest.HTTPClientFor(config)
+	epochs := newEpochs()
+	withEpochs := rest.CopyConfig(config)
+	withEpochs.Wrap(func(rt http.RoundTripper) http.RoundTripper { return epochRoundTripper{delegate: rt, epochs: epochs} })
+	httpClient, err := rest.HTTPClientFor(withEpochs)
 	if err != nil {
 		return nil, fmt.Errorf("building HTTP client: %w", err)
 	}
-	return &ClusterClient{config: config, httpClient: httpClient}, nil
+	return &ClusterClient{config: config, httpClient: httpClient, epochs: epochs}, nil
 }
+
+// Epochs reports the cache epoch the server announces on the client's
+// responses; see kcpcache.EpochHeader.
+func (c *ClusterClient) Epochs() *Epochs { return c.epochs }
 
 // Cluster returns a dynamic client for the scope shard/cluster; either may be
 // cache.Wildcard, in which case the server allows only list and watch. An

@@ -67,6 +67,16 @@ func newInformer(gvr schema.GroupVersionResource, lw cache.ListerWatcher, resync
 	}
 }
 
+// ListEpoch returns the cache epoch (kcpcache.EpochHeader) of the
+// informer's last complete list, and false before its first list or when its
+// client tracks no epochs. The store holds that epoch's objects.
+func (i *Informer) ListEpoch() (string, bool) {
+	if i.lw.epochs == nil {
+		return "", false
+	}
+	return i.lw.lastListEpoch()
+}
+
 // Freshness returns when the informer last completed a list (zero before the
 // first) and whether its watch is established now. A watching informer is as
 // fresh as the server; one that is not has been stale since its watch ended.

@@ -80,6 +80,7 @@ func (f *InformerFactory) ForResource(gvr schema.GroupVersionResource) *Informer
 		},
 	}
 	inf := newInformer(gvr, lw, f.resync, clock.RealClock{})
+	inf.lw.epochs = f.client.epochs
 	f.informers[gvr] = inf
 	return inf
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -59,6 +60,9 @@ type Config struct {
 	Workers int
 	// ProbeInterval is how often the cache's health is checked; 0 means 2s.
 	ProbeInterval time.Duration
+	// HeartbeatInterval is how often the shard renews its heartbeat in the
+	// cache; 0 means 5s. The heartbeat's lease lasts four intervals.
+	HeartbeatInterval time.Duration
 }
 
 // Hook replicates a shard into the cache and keeps global informers over it.
@@ -71,6 +75,8 @@ type Hook struct {
 	global      *client.InformerFactory
 	globalGVRs  []schema.GroupVersionResource
 	controller  *replication.Controller
+	heartbeater *heartbeater
+	heartbeats  *client.Heartbeats
 }
 
 // New builds the clients, the global informers and the replication
@@ -88,6 +94,9 @@ func New(cfg Config) (*Hook, error) {
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = defaultProbeInterval
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = defaultHeartbeatInterval
 	}
 	cacheConfig := rest.CopyConfig(cfg.CacheConfig)
 	if cacheConfig.QPS == 0 && cacheConfig.RateLimiter == nil {
@@ -121,6 +130,8 @@ func New(cfg Config) (*Hook, error) {
 		global:      client.NewInformerFactory(cacheClient, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 0),
 		globalGVRs:  cfg.GlobalResources,
 		controller:  controller,
+		heartbeater: newHeartbeater(cfg.Shard, cacheClient, controller.Status, cfg.HeartbeatInterval),
+		heartbeats:  client.NewHeartbeats(cacheClient),
 	}
 	for _, gvr := range h.globalGVRs {
 		if h.hostInformer(gvr) == nil {
@@ -134,6 +145,11 @@ func New(cfg Config) (*Hook, error) {
 // for the host's controllers' cache-fallback lookups; types the host's own
 // informers cover (Config.CacheInformers) are not in it.
 func (h *Hook) GlobalInformers() *client.InformerFactory { return h.global }
+
+// Heartbeats tells how fresh every shard's partition is, from the shards'
+// heartbeats, for the same lookups as GlobalInformers (see
+// client.FreshLookup). It runs with the hook.
+func (h *Hook) Heartbeats() *client.Heartbeats { return h.heartbeats }
 
 // Status is the degraded state; it is also served at StatusPath.
 func (h *Hook) Status() *Status { return h.status }
@@ -160,13 +176,19 @@ func (h *Hook) PostStartHook(hookCtx genericapiserver.PostStartHookContext) erro
 	return nil
 }
 
-// Run runs the global informers, the replication controller and the health
-// probe until ctx is done. The informers and the controller retry with
-// backoff on their own while the cache is away.
+// Run runs the global informers, the heartbeat watcher, the replication
+// controller, the shard's own heartbeat and the health probe until ctx is
+// done. The informers and the controller retry with backoff on their own
+// while the cache is away; the heartbeat is renewed again when it returns.
 func (h *Hook) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	h.global.Start(ctx)
 	defer h.global.Shutdown()
+	h.heartbeats.Start(ctx)
+	defer h.heartbeats.Shutdown()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { h.heartbeater.run(ctx) })
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

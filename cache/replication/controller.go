@@ -40,8 +40,11 @@ type Controller struct {
 	queue        workqueue.TypedRateLimitingInterface[Key]
 	lag          *lagTracker
 	echoes       *echoes
-	initial      *initialSync
-	started      atomic.Bool
+	initial      *convergence
+	pending      *pendingKeys
+	// regressions counts copies found newer than their origin objects.
+	regressions atomic.Int64
+	started     atomic.Bool
 
 	progressInterval time.Duration
 
@@ -74,6 +77,8 @@ type resourceState struct {
 	// copies counts what this controller added to the objects gauge, so it
 	// can take it back when it stops.
 	copies atomic.Int64
+	// newest is the highest origin resourceVersion confirmed in the cache.
+	newest newestVersion
 }
 
 // NewController validates cfg and returns a controller for it. It asks
@@ -100,7 +105,8 @@ func NewController(cfg *Config) (*Controller, error) {
 		}),
 		lag:              newLagTracker(),
 		echoes:           newEchoes(),
-		initial:          newInitialSync(),
+		initial:          newConvergence(),
+		pending:          newPendingKeys(),
 		progressInterval: defaultProgressInterval,
 		now:              time.Now,
 		observeLag:       func(schema.GroupVersionResource, time.Duration) {},
@@ -139,7 +145,8 @@ func NewController(cfg *Config) (*Controller, error) {
 // started has been reconciled successfully: from then on, the partition has
 // caught up with the shard as the informers first listed it, copies of
 // objects that vanished while the controller was down included. A key that
-// keeps failing keeps it open.
+// keeps failing keeps it open. Later full convergences (after the cache's
+// epoch changed) show in Status.
 func (c *Controller) InitialSyncDone() <-chan struct{} { return c.initial.doneCh }
 
 // Run replicates until ctx is done, with workers concurrent reconciles
@@ -184,7 +191,13 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		c.queue.ShutDown()
 		return
 	}
-	c.enqueueAll(ctx)
+	epoch, agreed := c.listEpoch()
+	if !agreed {
+		// The informers listed across an epoch change; watchEpoch starts a
+		// round in the new epoch once they agree.
+		epoch = mixedEpochs
+	}
+	c.enqueueAll(ctx, epoch)
 
 	var wg sync.WaitGroup
 	for range workers {
@@ -194,11 +207,23 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 		})
 	}
 	wg.Go(func() { c.logProgress(ctx) })
+	wg.Go(func() { c.watchEpoch(ctx) })
 
 	<-ctx.Done()
 	logger.Info("Stopping replication")
 	c.queue.ShutDown()
 	wg.Wait()
+}
+
+// mixedEpochs is the round epoch when the cache informers listed in
+// different epochs; no cache announces it, so the round never counts as
+// converged in the current epoch.
+const mixedEpochs = "(mixed)"
+
+// enqueue queues k and counts it as pending until a reconcile succeeds.
+func (c *Controller) enqueue(k Key) {
+	c.pending.add(k)
+	c.queue.Add(k)
 }
 
 // clusterSelected is false for logical clusters whose objects stay on the shard.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -35,6 +36,10 @@ type decision struct {
 	deleteUID types.UID
 	// reason says why, for logs.
 	reason string
+	// originRegressed is set when the copy records a newer origin
+	// resourceVersion than the local object has: the shard went back in
+	// time. The copy is updated to the local object all the same.
+	originRegressed bool
 }
 
 // originOwnedFields are metadata fields of a local object that describe its
@@ -71,7 +76,11 @@ var comparedAwayAnnotations = []string{
 //   - no copy: create one (desiredCopy);
 //   - a copy with another UID is of an older incarnation of the name: delete
 //     it and create a new one, since a copy's UID cannot change in place;
-//   - a copy that differs in anything but server-owned fields: update it.
+//   - a copy that differs in anything but server-owned fields: update it;
+//   - a copy that records a newer origin resourceVersion than the local
+//     object has (the shard was restored from a backup): update it, even
+//     with the same content, so that it records the origin's current
+//     version, and flag the regression.
 func decide(shard string, local, cached *unstructured.Unstructured) decision {
 	if local == nil || isGone(local) {
 		if cached == nil {
@@ -90,12 +99,30 @@ func decide(shard string, local, cached *unstructured.Unstructured) decision {
 	if local.GetUID() != "" && cached.GetUID() != local.GetUID() {
 		return decision{action: actionRecreate, object: desired, deleteUID: cached.GetUID(), reason: "copy has another UID"}
 	}
-	if sameContent(desired, cached) {
+	regressed := originRegressed(local, cached)
+	if !regressed && sameContent(desired, cached) {
 		return decision{action: actionNone, reason: "copy is up to date"}
 	}
 	desired.SetResourceVersion(cached.GetResourceVersion())
 	desired.SetUID(cached.GetUID())
+	if regressed {
+		return decision{action: actionUpdate, object: desired, reason: "origin went back in time", originRegressed: true}
+	}
 	return decision{action: actionUpdate, object: desired, reason: "copy differs"}
+}
+
+// originRegressed reports whether the copy records a newer origin
+// resourceVersion than local has. kcp's resourceVersions are etcd revisions
+// (decimal integers) and grow with every write, so an object whose version
+// is lower than one its copy was made from is an older state of it; other
+// forms are not ordered and never count.
+func originRegressed(local, cached *unstructured.Unstructured) bool {
+	have, err := strconv.ParseUint(local.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return false
+	}
+	recorded, err := strconv.ParseUint(cached.GetAnnotations()[kcpcache.AnnotationOriginalResourceVersion], 10, 64)
+	return err == nil && have < recorded
 }
 
 // isGone is true for a local object that is being deleted and that nothing

@@ -98,6 +98,7 @@ func TestDecide(t *testing.T) {
 		local, cached *unstructured.Unstructured
 		want          action
 		wantDeleteUID types.UID
+		wantRegressed bool
 	}{
 		{name: "nothing on either side", want: actionNone},
 		{name: "local gone: delete the copy with a UID precondition", cached: cachedCopy(), want: actionDelete, wantDeleteUID: "uid-1"},
@@ -135,6 +136,18 @@ func TestDecide(t *testing.T) {
 			_ = unstructured.SetNestedSlice(u.Object, []interface{}{}, "metadata", "finalizers")
 		}), cached: cachedCopy(func(u *unstructured.Unstructured) { u.SetLabels(nil) }), want: actionNone},
 		{name: "numbers decoded differently are the same", local: localExport(withSpec("replicas", float64(2))), cached: cachedCopy(), want: actionNone},
+		{name: "origin went back in time, same content: update to record its version", local: localExport(), cached: cachedCopy(
+			withAnnotation(kcpcache.AnnotationOriginalResourceVersion, "50"),
+		), want: actionUpdate, wantRegressed: true},
+		{name: "origin went back in time, older content: update", local: localExport(withSpec("replicas", int64(1))), cached: cachedCopy(
+			withAnnotation(kcpcache.AnnotationOriginalResourceVersion, "50"),
+		), want: actionUpdate, wantRegressed: true},
+		{name: "resourceVersions that are not numbers are not ordered", local: localExport(func(u *unstructured.Unstructured) { u.SetResourceVersion("b") }), cached: cachedCopy(
+			withAnnotation(kcpcache.AnnotationOriginalResourceVersion, "c"),
+		), want: actionNone},
+		{name: "an older incarnation is no regression", local: localExport(func(u *unstructured.Unstructured) { u.SetUID("uid-2") }), cached: cachedCopy(
+			withAnnotation(kcpcache.AnnotationOriginalResourceVersion, "50"),
+		), want: actionRecreate, wantDeleteUID: "uid-1"},
 		{name: "local without generation lets the server pick", local: localExport(func(u *unstructured.Unstructured) {
 			unstructured.RemoveNestedField(u.Object, "metadata", "generation")
 		}), cached: cachedCopy(func(u *unstructured.Unstructured) { u.SetGeneration(1) }), want: actionNone},
@@ -151,6 +164,9 @@ func TestDecide(t *testing.T) {
 			d := decide("amber", tt.local, tt.cached)
 			if d.action != tt.want {
 				t.Fatalf("action = %s (%s), want %s", d.action, d.reason, tt.want)
+			}
+			if d.originRegressed != tt.wantRegressed {
+				t.Errorf("originRegressed = %v, want %v", d.originRegressed, tt.wantRegressed)
 			}
 			if d.deleteUID != tt.wantDeleteUID {
 				t.Errorf("delete precondition UID = %q, want %q", d.deleteUID, tt.wantDeleteUID)

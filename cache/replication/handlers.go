@@ -74,7 +74,7 @@ func (c *Controller) localHandler(ctx context.Context, rs *resourceState) cache.
 		if isChange {
 			c.lag.observed(k, c.now())
 		}
-		c.queue.Add(k)
+		c.enqueue(k)
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc:    func(obj interface{}, isInInitialList bool) { enqueue(obj, !isInInitialList) },
@@ -97,7 +97,7 @@ func (c *Controller) cacheHandler(ctx context.Context, rs *resourceState) cache.
 		if m, err := meta.Accessor(obj); err == nil && c.echoes.isEcho(k, m.GetResourceVersion()) {
 			return
 		}
-		c.queue.Add(k)
+		c.enqueue(k)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj interface{}) {

@@ -43,6 +43,22 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"resource"})
 
+	originRegressionsTotal = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "origin_regressions_total",
+		Help:           "Copies found recording a newer origin resourceVersion than the shard's object has (the shard went back in time, e.g. restored from a backup), by resource. They are mirrored anyway.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
+
+	epochChangesTotal = metrics.NewCounter(&metrics.CounterOpts{
+		Namespace:      metricsNamespace,
+		Subsystem:      metricsSubsystem,
+		Name:           "cache_epoch_changes_total",
+		Help:           "Full convergences started because the cache announced a new epoch (a new or restored etcd behind it).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	registerOnce sync.Once
 )
 
@@ -50,7 +66,7 @@ var (
 // once per process; component-base metrics record nothing until registered.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(reconcilesTotal, lagSeconds, objectsGauge)
+		legacyregistry.MustRegister(reconcilesTotal, lagSeconds, objectsGauge, originRegressionsTotal, epochChangesTotal)
 		for _, m := range queueMetrics.all() {
 			legacyregistry.MustRegister(m)
 		}

@@ -6,6 +6,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // failuresBeforeError is how many times a key fails quietly (at V(2)) before
@@ -27,6 +29,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 	ctx = klog.NewContext(ctx, logger)
 
 	changedAt, measuring := c.lag.claim(k)
+	generation := c.pending.claim(k)
 	act, err := c.reconcile(ctx, k)
 	if err != nil {
 		if measuring {
@@ -46,6 +49,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 		return true
 	}
 	c.queue.Forget(k)
+	c.pending.done(k, generation)
 	reconcilesTotal.WithLabelValues(rs.label, string(act)).Inc()
 	if measuring && act != actionNone {
 		lag := c.now().Sub(changedAt)
@@ -58,7 +62,7 @@ func (c *Controller) processNextItem(ctx context.Context) bool {
 
 // reconcile brings one copy in line with its local object and says what it
 // did. Any error means "try again later".
-func (c *Controller) reconcile(ctx context.Context, k Key) (action, error) {
+func (c *Controller) reconcile(ctx context.Context, k Key) (_ action, err error) {
 	local, err := c.getLocal(k)
 	if err != nil {
 		return actionNone, err
@@ -69,6 +73,11 @@ func (c *Controller) reconcile(ctx context.Context, k Key) (action, error) {
 	}
 	d := decide(c.shard, local, cached)
 	logger := klog.FromContext(ctx)
+	defer func() {
+		if err == nil && local != nil {
+			c.resources[k.GVR].newest.observe(local.GetResourceVersion())
+		}
+	}()
 	switch d.action {
 	case actionNone:
 		logger.V(5).Info("Copy needs no change", "reason", d.reason)
@@ -91,6 +100,15 @@ func (c *Controller) reconcile(ctx context.Context, k Key) (action, error) {
 	}
 	if err != nil {
 		return d.action, fmt.Errorf("%s (%s): %w", verb(d.action), d.reason, err)
+	}
+	if d.originRegressed {
+		// The origin is the truth, so its older object is mirrored; but a
+		// shard restored from a backup lost whatever changed since, and
+		// consumers should know.
+		c.regressions.Add(1)
+		originRegressionsTotal.WithLabelValues(c.resources[k.GVR].label).Inc()
+		logger.Info("Warning: the shard's object is older than its copy in the cache (the shard went back in time, e.g. restored from a backup); mirroring the shard's object",
+			"originResourceVersion", local.GetResourceVersion(), "copyOriginResourceVersion", cached.GetAnnotations()[kcpcache.AnnotationOriginalResourceVersion])
 	}
 	logger.V(4).Info("Replicated", "action", d.action, "reason", d.reason)
 	return d.action, nil

@@ -55,7 +55,7 @@ type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
 	// caches serve. NewConfig sets the CRDs of the types the options name
-	// (by default the whole kcp profile, DefaultBootstrapCRDs).
+	// (by default the whole kcp profile, DefaultBootstrapCRDs) and HeartbeatCRD.
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
 
 	// Removal says when the data of shards and types that are gone is
@@ -98,6 +98,11 @@ type derivedConfig struct {
 	// mounted cache (see Host.Shard); the token lives only in memory.
 	hostShard      string
 	hostShardToken string
+
+	// etcdStorage reaches the etcd the data lives in, for the epoch; and
+	// epochFile is where the server records the epoch between starts.
+	etcdStorage storagebackend.Config
+	epochFile   string
 }
 
 // shutdownWatchTerminationGracePeriod bounds how long shutdown waits for
@@ -116,6 +121,9 @@ type completedConfig struct {
 	derived       *derivedConfig
 	// plane serves every declared type; the handler chain routes to it.
 	plane *dataplane.Registry
+	// epoch is resolved by New before the handler chain is built; the
+	// chain announces it on every response.
+	epoch *epochKeeper
 }
 
 // NewConfig turns completed options into the configuration of a standalone
@@ -204,6 +212,8 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err := opts.Etcd.ApplyTo(&generic.Config); err != nil {
 		return nil, err
 	}
+	derived.etcdStorage = opts.Etcd.StorageConfig
+	derived.epochFile = filepath.Join(opts.RootDirectory, epochFileName)
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.
@@ -220,7 +230,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 			},
 		},
 		Extra: ExtraConfig{
-			BootstrapCRDs: TypeCRDs(types),
+			// The heartbeats are the cache's own type, served whatever
+			// --bootstrap-types selects of the kcp profile.
+			BootstrapCRDs: append(TypeCRDs(types), HeartbeatCRD()),
 			Removal: RemovalConfig{
 				ShardRetention: opts.Removal.ShardRetention,
 				TypeRetention:  opts.Removal.TypeRetention,

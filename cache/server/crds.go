@@ -29,7 +29,8 @@ type CRDNames struct {
 // DefaultBootstrapCRDs are the types every cache server serves from the
 // start: the whole kcp type profile, cache.KcpTypes.
 func DefaultBootstrapCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	return TypeCRDs(cache.KcpTypes())
+	// The kcp profile, and the cache's own type: the shards' heartbeats.
+	return append(TypeCRDs(cache.KcpTypes()), HeartbeatCRD())
 }
 
 // TypeCRDs returns the CRDs declaring types, in order.

@@ -32,7 +32,8 @@ func (c *completedConfig) buildHandlerChain(apiHandler http.Handler, gc *generic
 	build := func(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 		h := filters.WithRequestGuard(c.plane.Handler(apiHandler), guard)
 		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
-		return filters.WithPartition(h, apiextensionsapiserver.Codecs, c.StandIn.PathScoper)
+		h = filters.WithPartition(h, apiextensionsapiserver.Codecs, c.StandIn.PathScoper)
+		return filters.WithEpoch(h, c.epoch.Epoch)
 	}
 	if c.StandIn.Mount != nil {
 		build = c.StandIn.Mount.WrapHandlerChain(build)

@@ -39,6 +39,7 @@ type Server struct {
 	// background are the removal loops the post-start hooks started; stop
 	// waits for them before it closes their etcd client and the etcd.
 	background  sync.WaitGroup
+	epoch       *epochKeeper
 	plane       *dataplane.Registry
 	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
@@ -74,6 +75,13 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		}
 		s.etcdTLS = c.derived.embeddedEtcd.TLS
 	}
+	if s.epoch, err = newEpochKeeper(c.derived.etcdStorage, c.derived.epochFile); err != nil {
+		return nil, err
+	}
+	if err := s.epoch.resolve(ctx); err != nil {
+		return nil, err
+	}
+	c.epoch = s.epoch
 
 	c.Apiextensions.GenericConfig.BuildHandlerChainFunc = c.buildHandlerChain
 	s.apiextensions, err = c.Apiextensions.New(genericapiserver.NewEmptyDelegate())
@@ -103,6 +111,16 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 
+	if err := s.GenericAPIServer.AddPostStartHook(epochHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		go s.epoch.run(klog.NewContext(hookCtx, logger.WithName("epoch")))
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.startHeartbeatMetrics(loopback); err != nil {
+		return nil, err
+	}
+
 	if c.derived.hostLoopback != nil {
 		// Mounted: the host's listener, with the cache's admin token; the
 		// host routes /services/cache/ to us before its own filters.
@@ -124,6 +142,13 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", s.kubeconfigPath)
 	return s, nil
 }
+
+// epochHookName records the cache's epoch while the server runs.
+const epochHookName = "kcp-cache-epoch"
+
+// Epoch is the cache's epoch, announced on every response as
+// kcpcache.EpochHeader.
+func (s *Server) Epoch() string { return s.epoch.Epoch() }
 
 // AdminConfig returns a client configuration for the server root (no
 // /services/cache prefix) authenticated as the admin user.
@@ -236,6 +261,10 @@ func (s *Server) stop() {
 		// The hooks' context is done by now (Run ended), so the removal
 		// loops are returning.
 		s.background.Wait()
+		if s.epoch != nil {
+			// After the API server: its last writes count.
+			s.epoch.close(context.Background())
+		}
 		if s.etcdClient != nil {
 			_ = s.etcdClient.Close()
 		}

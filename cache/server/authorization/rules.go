@@ -43,6 +43,9 @@ const (
 	RuleWriters Rule = "writes-masters-and-own-shard-only"
 	// RuleDefaultDeny: anyone not covered by another rule.
 	RuleDefaultDeny Rule = "default-deny"
+	// RuleOwnHeartbeat: in the reserved heartbeat cluster, a shard writes
+	// only its own heartbeat, by name.
+	RuleOwnHeartbeat Rule = "shard-writes-own-heartbeat-only"
 )
 
 var (
@@ -108,6 +111,9 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 		return authorizer.DecisionAllow, "", ""
 	}
 
+	if isHeartbeat(a) && scope.Cluster == cache.HeartbeatCluster && !cache.IsReservedName(scope.Shard) && (isShard || reader) {
+		return decideHeartbeat(a, scope, shard, isShard)
+	}
 	switch {
 	case scope.IsSystem():
 		return authorizer.DecisionDeny, RuleSystemPartition,
@@ -133,6 +139,34 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 			fmt.Sprintf("only system:masters and the partition's shard (%s<shard>) write", cache.ShardUserPrefix)
 	}
 	return authorizer.DecisionNoOpinion, "", ""
+}
+
+// isHeartbeat: a request for the shards' heartbeats themselves, not a
+// subresource.
+func isHeartbeat(a authorizer.Attributes) bool {
+	return a.GetAPIGroup() == cache.HeartbeatResource.Group && a.GetResource() == cache.HeartbeatResource.Resource && a.GetSubresource() == ""
+}
+
+// decideHeartbeat is the one exception to the reserved names: in every
+// partition's heartbeat cluster, shards and readers read the heartbeats
+// (consumers judge freshness by them), and shard s writes the heartbeat
+// named s in its own partition, and nothing else. A create must name the
+// object in the request (server-side apply or an update that creates, as
+// the hook writes it): a POST names it only in the body, which the
+// authorizer cannot see, so it is refused.
+func decideHeartbeat(a authorizer.Attributes, scope cache.Scope, shard string, isShard bool) (authorizer.Decision, Rule, string) {
+	verb := a.GetVerb()
+	switch {
+	case readVerbs.Has(verb):
+		return authorizer.DecisionAllow, "", ""
+	case !isShard:
+		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", cache.ReadersGroup)
+	case verb != "deletecollection" && writeVerbs.Has(verb) && scope.Shard == shard && a.GetName() == shard:
+		return authorizer.DecisionAllow, "", ""
+	}
+	return authorizer.DecisionDeny, RuleOwnHeartbeat,
+		fmt.Sprintf("shard %q writes only its own heartbeat, %s/%s in %s, by name (server-side apply or update)",
+			shard, cache.HeartbeatResource.Resource, shard, cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: cache.HeartbeatCluster}))
 }
 
 // isDiscoveryPath: what kubectl and discovery clients read before a request.

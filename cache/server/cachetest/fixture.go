@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -122,17 +121,8 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if err := s.newClientCA(filepath.Join(certs, "client-ca.crt")); err != nil {
 		return nil, err
 	}
-	s.etcd, err = embeddedetcd.Start(ctx, embeddedetcd.Config{Directory: s.opts.EtcdDirectory, UnsafeNoFsync: !s.opts.Durable, TLS: &s.etcdTLS})
-	if err != nil {
-		return nil, fmt.Errorf("starting etcd: %w", err)
-	}
-	tlsConfig, err := s.etcdTLS.ClientTLSConfig()
-	if err != nil {
+	if err := s.startEtcd(ctx); err != nil {
 		return nil, err
-	}
-	s.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.ClientURL()}, TLS: tlsConfig, DialTimeout: 5 * time.Second})
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	if err := s.startServer(ctx, "/readyz"); err != nil {
 		return nil, err
@@ -294,14 +284,7 @@ func (s *Server) Stop() error {
 	if s.process != nil {
 		errs = append(errs, s.process.Stop())
 	}
-	if s.etcdClient != nil {
-		_ = s.etcdClient.Close()
-		s.etcdClient = nil
-	}
-	if s.etcd != nil {
-		s.etcd.Close()
-		s.etcd = nil
-	}
+	errs = append(errs, s.stopEtcd())
 	for _, dir := range s.tempDirs {
 		errs = append(errs, os.RemoveAll(dir))
 	}

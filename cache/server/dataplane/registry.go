@@ -108,7 +108,14 @@ func (r *Registry) register(ctx context.Context, res Resource, pin bool) error {
 		}
 		s.store = store
 	}
-	scopes, err := newRequestScopes(res, t, s.store, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes})
+	tables, err := newTableConvertor(res, s.store)
+	if err != nil {
+		if s.store != oldStore(old) {
+			s.store.DestroyFunc()
+		}
+		return fmt.Errorf("printer columns of %s: %w", gr, err)
+	}
+	scopes, err := newRequestScopes(res, t, tables, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes})
 	if err != nil {
 		if s.store != oldStore(old) {
 			s.store.DestroyFunc()

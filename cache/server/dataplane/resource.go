@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -40,6 +41,9 @@ type Resource struct {
 	Versions []string
 	// Names is the name rule; DNSSubdomainNames when empty.
 	Names NameRule
+	// Columns are the printer columns of table output (kubectl get) after
+	// the name; none means upstream's default (name and age).
+	Columns []apiextensionsv1.CustomResourceColumnDefinition
 }
 
 // GroupResource returns the type's group and resource.
@@ -69,7 +73,7 @@ func (r Resource) sameStorage(o Resource) bool {
 }
 
 func (r Resource) equal(o Resource) bool {
-	return r.sameStorage(o) && slices.Equal(r.Versions, o.Versions)
+	return r.sameStorage(o) && slices.Equal(r.Versions, o.Versions) && reflect.DeepEqual(r.Columns, o.Columns)
 }
 
 func (r Resource) nameRule() NameRule {
@@ -109,6 +113,11 @@ func ResourceFromCRD(crd *apiextensionsv1.CustomResourceDefinition) Resource {
 	for _, v := range crd.Spec.Versions {
 		if v.Served {
 			r.Versions = append(r.Versions, v.Name)
+		}
+		// One table for every version, as every version serves the same
+		// objects: the storage version's columns.
+		if v.Storage {
+			r.Columns = v.AdditionalPrinterColumns
 		}
 	}
 	return r

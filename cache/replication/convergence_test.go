@@ -16,10 +16,11 @@ func TestInitialSyncLogsProgressAndCompletion(t *testing.T) {
 	c := offlineController(t, "amber")
 	c.progressInterval = time.Millisecond
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
-	ctx := klog.NewContext(context.Background(), logger)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	defer cancel()
 	buffer := logger.GetSink().(ktesting.Underlier).GetBuffer()
 	other := Key{GVR: exportsGVR, Cluster: "org", Name: "export"}
-	c.initial.begin(map[Key]struct{}{exportKey(): {}, other: {}}, time.Now())
+	c.initial.begin(map[Key]struct{}{exportKey(): {}, other: {}}, "epoch-1", time.Now())
 
 	stopped := make(chan struct{})
 	go func() {
@@ -28,7 +29,7 @@ func TestInitialSyncLogsProgressAndCompletion(t *testing.T) {
 	}()
 	c.initial.finished(exportKey())
 	cachetest.Eventually(t, "a progress line", func(context.Context) error {
-		if !hasLine(buffer.String(), "Initial replication in progress", "done=1 total=2") {
+		if !hasLine(buffer.String(), "Replication convergence in progress", "done=1 total=2") {
 			return errors.New("no progress line with done=1 total=2 yet")
 		}
 		return nil
@@ -40,21 +41,61 @@ func TestInitialSyncLogsProgressAndCompletion(t *testing.T) {
 	}
 	c.initial.finished(other)
 	<-c.InitialSyncDone()
+	cachetest.Eventually(t, "a completion line", func(context.Context) error {
+		if !hasLine(buffer.String(), "Replication converged in full", "keys=2", `cacheEpoch="epoch-1"`) {
+			return errors.New("no completion line yet")
+		}
+		return nil
+	})
+	cancel()
 	<-stopped
-	if !hasLine(buffer.String(), "Initial replication complete", "keys=2") {
-		t.Errorf("no completion line in:\n%s", buffer.String())
+	if epoch, ok, running := c.initial.state(); epoch != "epoch-1" || !ok || running {
+		t.Errorf("state = %q, %v, %v; want epoch-1, converged, not running", epoch, ok, running)
+	}
+}
+
+func TestConvergenceRoundsRecordTheirEpoch(t *testing.T) {
+	s := newConvergence()
+	s.begin(map[Key]struct{}{exportKey(): {}}, "one", time.Now())
+	s.finished(exportKey())
+	<-s.doneCh
+	s.begin(map[Key]struct{}{exportKey(): {}}, "two", time.Now())
+	if epoch, ok, running := s.state(); epoch != "one" || !ok || !running {
+		t.Fatalf("during the second round: state = %q, %v, %v; want the first round's epoch, running", epoch, ok, running)
+	}
+	if got := s.roundEpoch(); got != "two" {
+		t.Fatalf("roundEpoch = %q, want two", got)
+	}
+	s.finished(exportKey())
+	if epoch, _, running := s.state(); epoch != "two" || running {
+		t.Fatalf("after the second round: state = %q, running %v; want two, done", epoch, running)
+	}
+}
+
+func TestPendingKeysSurviveAChangeDuringAReconcile(t *testing.T) {
+	p := newPendingKeys()
+	p.add(exportKey())
+	g := p.claim(exportKey())
+	p.add(exportKey()) // changed while the reconcile ran
+	p.done(exportKey(), g)
+	if p.len() != 1 {
+		t.Fatalf("pending = %d after a reconcile that missed a change; want 1", p.len())
+	}
+	p.done(exportKey(), p.claim(exportKey()))
+	if p.len() != 0 {
+		t.Fatalf("pending = %d after a complete reconcile; want 0", p.len())
 	}
 }
 
 func TestInitialSyncWithNothingToDoIsDoneAtOnce(t *testing.T) {
-	s := newInitialSync()
+	s := newConvergence()
 	s.finished(exportKey()) // before begin: not counted, and no panic
 	select {
 	case <-s.doneCh:
 		t.Fatal("done before begin")
 	default:
 	}
-	s.begin(map[Key]struct{}{}, time.Now())
+	s.begin(map[Key]struct{}{}, "", time.Now())
 	<-s.doneCh
 }
 

@@ -1,0 +1,76 @@
+package authorization
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+
+	"github.com/kcp-cache/kcp-cache/cache"
+)
+
+func TestHeartbeatRules(t *testing.T) {
+	var (
+		amber  = &user.DefaultInfo{Name: cache.ShardUser("amber")}
+		coral  = &user.DefaultInfo{Name: cache.ShardUser("my:coral")}
+		reader = &user.DefaultInfo{Name: "dashboard", Groups: []string{cache.ReadersGroup}}
+		other  = &user.DefaultInfo{Name: "someone"}
+		hb     = cache.HeartbeatResource
+	)
+	const allow, deny, none = authorizer.DecisionAllow, authorizer.DecisionDeny, authorizer.DecisionNoOpinion
+	in := func(shard string) cache.Scope { return cache.Scope{Shard: shard, Cluster: cache.HeartbeatCluster} }
+	tests := []struct {
+		name        string
+		user        user.Info
+		scope       cache.Scope
+		verb        string
+		group, res  string
+		subresource string
+		objectName  string
+		want        authorizer.Decision
+		rule        Rule
+	}{
+		{"shard applies its own heartbeat", amber, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", allow, ""},
+		{"shard creates its own heartbeat by name (apply)", amber, in("amber"), "create", hb.Group, hb.Resource, "", "amber", allow, ""},
+		{"shard with a colon in its name", coral, in("my:coral"), "update", hb.Group, hb.Resource, "", "my:coral", allow, ""},
+		{"shard deletes its own heartbeat", amber, in("amber"), "delete", hb.Group, hb.Resource, "", "amber", allow, ""},
+		{"shard may not POST a heartbeat (name unseen)", amber, in("amber"), "create", hb.Group, hb.Resource, "", "", deny, RuleOwnHeartbeat},
+		{"shard may not write another name in its partition", amber, in("amber"), "patch", hb.Group, hb.Resource, "", "coral", deny, RuleOwnHeartbeat},
+		{"shard may not write another's heartbeat", amber, in("coral"), "patch", hb.Group, hb.Resource, "", "coral", deny, RuleOwnHeartbeat},
+		{"shard may not write its name in another's partition", amber, in("coral"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleOwnHeartbeat},
+		{"shard may not delete the collection", amber, in("amber"), "deletecollection", hb.Group, hb.Resource, "", "", deny, RuleOwnHeartbeat},
+		{"shard may not write through the wildcard", amber, in("*"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleOwnHeartbeat},
+		{"shard may not write a subresource", amber, in("amber"), "patch", hb.Group, hb.Resource, "status", "amber", deny, RuleReservedName},
+		{"shard may not store anything else there", amber, in("amber"), "create", "apis.kcp.io", "apiexports", "", "amber", deny, RuleReservedName},
+		{"shard may not read anything else there", amber, in("amber"), "list", "apis.kcp.io", "apiexports", "", "", deny, RuleReservedName},
+		{"heartbeats only in the heartbeat cluster", amber, cache.Scope{Shard: "amber", Cluster: "system:cache:other"}, "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
+		{"no heartbeats in the system shard", amber, cache.Scope{Shard: cache.SystemShard, Cluster: cache.HeartbeatCluster}, "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
+		{"shard lists every heartbeat", amber, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
+		{"shard watches another's heartbeat", amber, in("coral"), "watch", hb.Group, hb.Resource, "", "", allow, ""},
+		{"reader lists every heartbeat", reader, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
+		{"reader gets a heartbeat", reader, in("amber"), "get", hb.Group, hb.Resource, "", "amber", allow, ""},
+		{"reader may not write a heartbeat", reader, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReadOnly},
+		{"others may not read heartbeats", other, in("*"), "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
+		{"others may not write heartbeats", other, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
+		{"shards write heartbeats elsewhere like any object", amber, cache.Scope{Shard: "amber", Cluster: "root"}, "create", hb.Group, hb.Resource, "", "", allow, ""},
+		{"others: no opinion outside reserved names", other, cache.Scope{Shard: "amber", Cluster: "root"}, "list", hb.Group, hb.Resource, "", "", none, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := cache.WithScope(context.Background(), tt.scope)
+			attrs := authorizer.AttributesRecord{User: tt.user, Verb: tt.verb, ResourceRequest: true, APIGroup: tt.group, Resource: tt.res, Subresource: tt.subresource, Name: tt.objectName}
+			got, reason, err := New().Authorize(ctx, attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Fatalf("decision %v (%s), want %v", got, reason, tt.want)
+			}
+			if tt.want == deny && !strings.Contains(reason, string(tt.rule)) {
+				t.Errorf("reason %q does not name rule %q", reason, tt.rule)
+			}
+		})
+	}
+}

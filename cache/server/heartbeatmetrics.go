@@ -1,0 +1,172 @@
+package server
+
+import (
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// heartbeatMetricsHookName starts the heartbeat watcher behind the per-shard
+// gauges.
+const heartbeatMetricsHookName = "kcp-cache-shard-metrics"
+
+// Per-shard gauges, from each shard's heartbeat (cache.HeartbeatSpec): label
+// cardinality is the number of shards (times replicated types for objects),
+// fixed by the installation. A shard whose heartbeat is deleted loses its
+// series.
+var (
+	shardHeartbeatGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: "heartbeat_timestamp_seconds",
+		Help:           "When the shard last renewed its heartbeat (its clock, Unix seconds); time() minus this is the age of its partition.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard"})
+	shardConvergedGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: "converged",
+		Help:           "1 when the shard's replication had caught up at its last heartbeat, else 0.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard"})
+	shardConfirmedGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: "confirmed",
+		Help:           "1 when the shard has pushed its partition in full in the cache's current epoch, 0 while it is unconfirmed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard"})
+	shardPendingGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: "pending_keys",
+		Help:           "Changes the shard had not yet replicated at its last heartbeat.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard"})
+	shardRegressionsGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: "origin_regressions",
+		Help:           "Objects the shard found older than their copies (the shard went back in time) since its hook started.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard"})
+	shardObjectsGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: "objects",
+		Help:           "Objects in the shard's partition by replicated resource, as the shard's last heartbeat reported them.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard", "resource"})
+	epochInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Name: "epoch_info",
+		Help:           "1 for the cache's current epoch (see the Kcp-Cache-Epoch response header).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"epoch"})
+	registerShardMetrics sync.Once
+)
+
+// shardMetrics keeps the per-shard gauges in line with the heartbeats.
+type shardMetrics struct {
+	epoch func() string
+	mu    sync.Mutex
+	// resources remembers each shard's resource labels, to delete them.
+	resources map[string][]string
+}
+
+// startHeartbeatMetrics watches every shard's heartbeat through the loopback
+// client (system:masters) from a post-start hook. It uses client-go's own
+// informer, not cache/client's (whose tests use this package's fixture):
+// heartbeats are named after their shards, so namespace/name keys do not
+// collide across partitions, and the reflector falls back from streaming
+// lists to LIST+WATCH, which the wildcard scope needs, by itself.
+func (s *Server) startHeartbeatMetrics(loopback *rest.Config) error {
+	registerShardMetrics.Do(func() {
+		legacyregistry.MustRegister(shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge, shardObjectsGauge, epochInfo)
+	})
+	cfg := rest.CopyConfig(loopback)
+	cfg.Host = strings.TrimSuffix(cfg.Host, "/") + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.HeartbeatCluster})
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	informer := dynamicinformer.NewFilteredDynamicInformer(dyn, kcpcache.HeartbeatResource, "", 0, cache.Indexers{}, nil).Informer()
+	m := &shardMetrics{epoch: s.epoch.Epoch, resources: map[string][]string{}}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    m.set,
+		UpdateFunc: func(_, obj interface{}) { m.set(obj) },
+		DeleteFunc: m.delete,
+	}); err != nil {
+		return err
+	}
+	return s.GenericAPIServer.AddPostStartHook(heartbeatMetricsHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		epochInfo.Reset()
+		epochInfo.WithLabelValues(s.epoch.Epoch()).Set(1)
+		klog.FromContext(hookCtx).V(2).Info("Watching shard heartbeats for the per-shard metrics")
+		go informer.RunWithContext(hookCtx)
+		return nil
+	})
+}
+
+func (m *shardMetrics) set(obj interface{}) {
+	shard, ok := heartbeatShard(obj)
+	if !ok {
+		return
+	}
+	var hb kcpcache.Heartbeat
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.(*unstructured.Unstructured).Object, &hb); err != nil {
+		return
+	}
+	spec := hb.Spec
+	shardHeartbeatGauge.WithLabelValues(shard).Set(float64(spec.RenewTime.UnixMicro()) / 1e6)
+	shardConvergedGauge.WithLabelValues(shard).Set(boolGauge(spec.Converged))
+	shardConfirmedGauge.WithLabelValues(shard).Set(boolGauge(spec.Epoch == m.epoch()))
+	shardPendingGauge.WithLabelValues(shard).Set(float64(spec.PendingKeys))
+	shardRegressionsGauge.WithLabelValues(shard).Set(float64(spec.OriginRegressions))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.resources[shard] {
+		shardObjectsGauge.DeleteLabelValues(shard, r)
+	}
+	var resources []string
+	for _, r := range spec.Resources {
+		shardObjectsGauge.WithLabelValues(shard, r.Resource).Set(float64(r.Objects))
+		resources = append(resources, r.Resource)
+	}
+	m.resources[shard] = resources
+}
+func (m *shardMetrics) delete(obj interface{}) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	shard, ok := heartbeatShard(obj)
+	if !ok {
+		return
+	}
+	for _, g := range []*metrics.GaugeVec{shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge} {
+		g.DeleteLabelValues(shard)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, r := range m.resources[shard] {
+		shardObjectsGauge.DeleteLabelValues(shard, r)
+	}
+	delete(m.resources, shard)
+}
+
+// heartbeatShard returns the shard of a heartbeat: only the object named
+// after its partition's shard is one.
+func heartbeatShard(obj interface{}) (string, bool) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return "", false
+	}
+	shard := u.GetAnnotations()[kcpcache.AnnotationShard]
+	return shard, shard != "" && shard == u.GetName()
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
