@@ -153,4 +153,27 @@ func TestCachedResourcesAreServedUnderTheirIdentity(t *testing.T) {
 	if keys := srv.EtcdKeys(t, "/example.dev/gadgets:ccc/"); !slices.Equal(keys, []string{srv.EtcdPrefix() + "/example.dev/gadgets:ccc/blue/org/g"}) {
 		t.Errorf("etcd keys %v", keys)
 	}
+
+	// A core-group resource, served under /api/v1.
+	core := newObject(cachedResources, "CachedResource", "", "configmaps", map[string]interface{}{"group": "", "version": "v1", "resource": "configmaps"})
+	core.SetAnnotations(map[string]string{"cache.kcp.io/resource-kind": "ConfigMap", "cache.kcp.io/resource-scope": "Namespaced"})
+	core.Object["status"] = map[string]interface{}{"identityHash": "ddd"}
+	if _, err := blue.Resource(cachedResources).Create(ctx, core, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	configMaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps:ddd"}
+	cachetest.Eventually(t, "configmaps:ddd served", func(ctx context.Context) error {
+		_, err := blue.Resource(configMaps).Namespace("ns").Create(ctx, newObject(configMaps, "ConfigMap", "ns", "c", nil), metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	})
+	if keys := srv.EtcdKeys(t, "/configmaps:ddd/"); !slices.Equal(keys, []string{srv.EtcdPrefix() + "/configmaps:ddd/blue/org/ns/c"}) {
+		t.Errorf("etcd keys of the core-group identity %v", keys)
+	}
+	list, err := dyn(t, srv, "*", "*").Resource(configMaps).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) != 1 || list.Items[0].GetAPIVersion() != "v1" {
+		t.Errorf("*/* configmaps:ddd = %v, %v", list, err)
+	}
 }
