@@ -74,7 +74,27 @@ type heartbeater struct {
 	loaded   bool
 	carried  string
 	failures int
+
+	// written is what the last successful renewal reported; a renewal is
+	// brought forward when the shard converges, converges in a new epoch,
+	// or is converged with another number of copies than reported (the
+	// copies are counted from the cache's events, which follow the writes),
+	// so consumers see a partition confirmed, and its contents, as soon as
+	// they are.
+	written struct {
+		converged bool
+		epoch     string
+		objects   int64
+	}
 }
+
+// earlyCheckDivisor and maxEarlyCheck space the checks for a renewal
+// brought forward: five per interval, at least one a second; each reads the
+// controller's in-memory status only.
+const (
+	earlyCheckDivisor = 5
+	maxEarlyCheck     = time.Second
+)
 
 func newHeartbeater(shard string, cc *client.ClusterClient, status func() replication.Status, interval time.Duration) *heartbeater {
 	registerHeartbeatMetrics.Do(func() { legacyregistry.MustRegister(heartbeatsTotal, heartbeatDuration) })
@@ -93,14 +113,40 @@ func (h *heartbeater) run(ctx context.Context) {
 	ctx = klog.NewContext(ctx, logger)
 	ticker := time.NewTicker(h.interval)
 	defer ticker.Stop()
+	check := time.NewTicker(max(min(h.interval/earlyCheckDivisor, maxEarlyCheck), time.Millisecond))
+	defer check.Stop()
 	for {
 		h.renewAndLog(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				break wait
+			case <-check.C:
+				if h.newlyConverged() {
+					ticker.Reset(h.interval)
+					break wait
+				}
+			}
 		}
 	}
+}
+
+// newlyConverged reports whether the shard is converged and the last
+// successful renewal said otherwise: not converged, another epoch, another
+// number of copies.
+func (h *heartbeater) newlyConverged() bool {
+	st := h.status()
+	if !st.Converged {
+		return false
+	}
+	var objects int64
+	for _, r := range st.Resources {
+		objects += r.Objects
+	}
+	return !h.written.converged || (st.EpochKnown && st.Epoch != h.written.epoch) || objects != h.written.objects
 }
 
 func (h *heartbeater) renewAndLog(ctx context.Context) {
@@ -158,6 +204,7 @@ func (h *heartbeater) renew(ctx context.Context) error {
 	if _, err := h.client.Apply(ctx, h.shard, obj, metav1.ApplyOptions{FieldManager: heartbeatFieldManager, Force: true}); err != nil {
 		return fmt.Errorf("writing the heartbeat: %w", err)
 	}
+	h.written.converged, h.written.epoch, h.written.objects = spec.Converged, spec.Epoch, spec.Objects
 	return nil
 }
 

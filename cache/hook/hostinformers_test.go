@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -106,5 +107,41 @@ func TestHookRunsOnTheHostsCacheInformers(t *testing.T) {
 		if resource := segments[len(segments)-1]; provided[resource] {
 			t.Errorf("the hook's own client read %s, which the host's informers cover", path)
 		}
+	}
+}
+
+// The heartbeat says "converged" as soon as the shard is, not one interval
+// later: with a renewal interval far beyond the test's deadline, the
+// partition is still seen converged and confirmed.
+func TestHeartbeatReportsConvergenceWithoutWaitingForTheInterval(t *testing.T) {
+	w := newWorld(t)
+	const shard = "sepia"
+	w.createLocal(t, shard, "root", "first", map[string]interface{}{"v": "1"})
+	local := client.NewInformerFactory(w.localAdmin, kcpcache.Scope{Shard: shard, Cluster: kcpcache.Wildcard}, 0)
+	h, err := hook.New(hook.Config{
+		Shard:             shard,
+		CacheConfig:       w.cache.ShardConfig(t, shard),
+		LocalSources:      replication.FactorySources(local),
+		Resources:         []replication.Resource{{GVR: exportsGVR, Kind: "APIExport"}},
+		HeartbeatInterval: 10 * time.Minute,
+		ProbeInterval:     heartbeatInterval,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		local.Shutdown()
+	})
+	local.Start(ctx)
+	go func() {
+		defer close(done)
+		h.Run(ctx)
+	}()
+	if f := w.confirmed(t, shard); f.Objects != 1 {
+		t.Errorf("converged heartbeat reports %d objects, want 1", f.Objects)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -116,6 +117,20 @@ func (d *demo) run(ctx context.Context) error {
 	if err := printCopies(ctx, everywhere); err != nil {
 		return err
 	}
+	heartbeats, err := d.watchHeartbeats(ctx, cache.Config())
+	if err != nil {
+		return err
+	}
+	defer heartbeats.Shutdown()
+	if err := cachetest.Poll(ctx, func(context.Context) error {
+		if f := heartbeats.Shard("alpha"); !f.Converged || !f.Confirmed() || f.Objects != 2 {
+			return fmt.Errorf("alpha's heartbeat: converged=%t confirmed=%t copies=%d", f.Converged, f.Confirmed(), f.Objects)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	detail("alpha's heartbeat: its partition is converged and confirmed, 2 copies")
 
 	d.say("Shard beta's identity may read alpha's partition but not write it")
 	if err := d.tryOverwrite(ctx, kubeconfigs["beta"]); err != nil {
@@ -142,6 +157,11 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 
+	d.say("How fresh each shard's partition is: alpha's heartbeat ages, beta's is renewed")
+	if err := printFreshness(ctx, heartbeats); err != nil {
+		return err
+	}
+
 	d.say("Creating APIBinding %q on shard beta while alpha is down", "payments-again")
 	if err := d.bindAndWait(ctx, beta, "payments-again", string(export.GetUID())); err != nil {
 		return err
@@ -155,6 +175,43 @@ func (d *demo) run(ctx context.Context) error {
 		}
 	}
 	detail("shard beta: /readyz 200, /readyz/cache-replication 200 (its own use of the cache is healthy)")
+	return nil
+}
+
+// watchHeartbeats reads the shards' heartbeats as a consumer would.
+func (d *demo) watchHeartbeats(ctx context.Context, cfg *rest.Config) (*client.Heartbeats, error) {
+	c, err := client.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	heartbeats := client.NewHeartbeats(c)
+	heartbeats.Start(ctx)
+	if !heartbeats.WaitForCacheSync(ctx) {
+		heartbeats.Shutdown()
+		return nil, fmt.Errorf("heartbeats did not sync")
+	}
+	return heartbeats, nil
+}
+
+// printFreshness waits until alpha has missed a renewal, so that its age
+// visibly exceeds beta's, and prints every shard's freshness.
+func printFreshness(ctx context.Context, heartbeats *client.Heartbeats) error {
+	err := cachetest.Poll(ctx, func(context.Context) error {
+		alpha, beta := heartbeats.Shard("alpha"), heartbeats.Shard("beta")
+		if !alpha.Known || !beta.Known || alpha.Age < 2*beta.Age || alpha.Age < 6*time.Second {
+			return fmt.Errorf("alpha %v, beta %v", alpha.Age, beta.Age)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, f := range heartbeats.Shards() {
+		detail("shard %-5s last heartbeat %4.1fs ago (lease %s, expired %-5t) converged=%t confirmed=%t copies=%d",
+			f.Shard, f.Age.Seconds(), f.LeaseDuration, f.Expired(), f.Converged, f.Confirmed(), f.Objects)
+	}
+	detail("alpha's copies are its state as of its last heartbeat; operators see the same with")
+	detail("  kubectl get shardheartbeats --server <cache>/services/cache/shards/*/clusters/%s", kcpcache.HeartbeatCluster)
 	return nil
 }
 
