@@ -148,8 +148,12 @@ func TestEmbeddedEtcdFileShrinksAfterDeletions(t *testing.T) {
 	t.Logf("deleted them in %s", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
+	// At least halved: a defragmentation can run while the compaction of
+	// the deleted revisions is still freeing pages, and the next one waits
+	// until at least 32 MiB are free again, so the file may stay above the
+	// few MiB in use (it ended at 4 MiB in most runs, at 35 MiB in one).
 	cachetest.Eventually(t, "the database file shrunk", func(context.Context) error {
-		if size := fileSize(t, dbFile); size*4 > full {
+		if size := fileSize(t, dbFile); size*2 > full {
 			return fmt.Errorf("database file %d MiB, was %d MiB at the peak", size>>20, full>>20)
 		}
 		return nil
