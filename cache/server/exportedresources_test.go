@@ -112,13 +112,16 @@ func TestExportedResourcesAreServedUnderTheirIdentity(t *testing.T) {
 	if err := amber.Resource(exportsV2).Delete(ctx, "widgets-a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// Polled by reading (a write while it is still served would be stored).
 	cachetest.Eventually(t, "widgets:aaa no longer served", func(ctx context.Context) error {
-		_, err := amber.Resource(widgetsA).Namespace("ns").Create(ctx, newObject(widgetsA, "Widget", "ns", "late", nil), metav1.CreateOptions{})
-		if !apierrors.IsNotFound(err) {
-			return errorf("create under a removed identity: %v, want 404", err)
+		if _, err := amber.Resource(widgetsA).Namespace("ns").Get(ctx, "w", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return errorf("GET under a removed identity: %v, want 404", err)
 		}
 		return nil
 	})
+	if _, err := amber.Resource(widgetsA).Namespace("ns").Create(ctx, newObject(widgetsA, "Widget", "ns", "late", nil), metav1.CreateOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("create under a removed identity: %v, want 404", err)
+	}
 	if keys := srv.EtcdKeys(t, "/example.dev/widgets:aaa/"); !slices.Equal(keys, []string{srv.EtcdPrefix() + "/example.dev/widgets:aaa/amber/root/ns/w"}) {
 		t.Errorf("data of the removed identity: %v, want it kept", keys)
 	}
