@@ -56,33 +56,12 @@ func TestHookRunsOnTheHostsCacheInformers(t *testing.T) {
 			return rt.RoundTrip(req)
 		})
 	})
-	local := client.NewInformerFactory(w.localAdmin, kcpcache.Scope{Shard: shard, Cluster: kcpcache.Wildcard}, 0)
-	h, err := hook.New(hook.Config{
+	h := w.runHook(t, hook.Config{
 		Shard:             shard,
 		CacheConfig:       cacheConfig,
-		LocalSources:      replication.FactorySources(local),
-		Resources:         []replication.Resource{{GVR: exportsGVR, Kind: "APIExport"}},
 		CacheInformers:    hostInformers,
 		HeartbeatInterval: heartbeatInterval,
-		ProbeInterval:     heartbeatInterval,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
-	done := make(chan struct{})
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		hostFactory.Shutdown()
-		local.Shutdown()
-	})
-	local.Start(ctx)
-	hostFactory.Start(ctx)
-	go func() {
-		defer close(done)
-		h.Run(ctx)
-	}()
+	}, hostFactory)
 
 	cachetest.Eventually(t, "the hook healthy on the host's informers", func(context.Context) error {
 		if reason, msg, _ := h.Status().Get(); reason != "" {
@@ -117,31 +96,45 @@ func TestHeartbeatReportsConvergenceWithoutWaitingForTheInterval(t *testing.T) {
 	w := newWorld(t)
 	const shard = "sepia"
 	w.createLocal(t, shard, "root", "first", map[string]interface{}{"v": "1"})
-	local := client.NewInformerFactory(w.localAdmin, kcpcache.Scope{Shard: shard, Cluster: kcpcache.Wildcard}, 0)
-	h, err := hook.New(hook.Config{
+	w.runHook(t, hook.Config{
 		Shard:             shard,
 		CacheConfig:       w.cache.ShardConfig(t, shard),
-		LocalSources:      replication.FactorySources(local),
-		Resources:         []replication.Resource{{GVR: exportsGVR, Kind: "APIExport"}},
 		HeartbeatInterval: 10 * time.Minute,
-		ProbeInterval:     heartbeatInterval,
 	})
+	if f := w.confirmed(t, shard); f.Objects != 1 {
+		t.Errorf("converged heartbeat reports %d objects, want 1", f.Objects)
+	}
+}
+
+// runHook runs a hook for cfg.Shard that replicates the shard's v1alpha1
+// apiexports from the stand-in server, until the test ends; it starts and
+// stops the given informer factories with it.
+func (w *world) runHook(t *testing.T, cfg hook.Config, factories ...*client.InformerFactory) *hook.Hook {
+	t.Helper()
+	local := client.NewInformerFactory(w.localAdmin, kcpcache.Scope{Shard: cfg.Shard, Cluster: kcpcache.Wildcard}, 0)
+	cfg.LocalSources = replication.FactorySources(local)
+	cfg.Resources = []replication.Resource{{GVR: exportsGVR, Kind: "APIExport"}}
+	cfg.ProbeInterval = heartbeatInterval
+	h, err := hook.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	factories = append(factories, local)
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
 	done := make(chan struct{})
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		local.Shutdown()
+		for _, f := range factories {
+			f.Shutdown()
+		}
 	})
-	local.Start(ctx)
+	for _, f := range factories {
+		f.Start(ctx)
+	}
 	go func() {
 		defer close(done)
 		h.Run(ctx)
 	}()
-	if f := w.confirmed(t, shard); f.Objects != 1 {
-		t.Errorf("converged heartbeat reports %d objects, want 1", f.Objects)
-	}
+	return h
 }
