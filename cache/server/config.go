@@ -55,7 +55,8 @@ type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
 	// caches serve. NewConfig sets the CRDs of the types the options name
-	// (by default the whole kcp profile, DefaultBootstrapCRDs) and HeartbeatCRD.
+	// and the heartbeat type (BootstrapCRDs; by default the whole kcp
+	// profile, DefaultBootstrapCRDs).
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
 
 	// Removal says when the data of shards and types that are gone is
@@ -230,9 +231,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 			},
 		},
 		Extra: ExtraConfig{
-			// The heartbeats are the cache's own type, served whatever
-			// --bootstrap-types selects of the kcp profile.
-			BootstrapCRDs: append(TypeCRDs(types), HeartbeatCRD()),
+			BootstrapCRDs: BootstrapCRDs(types),
 			Removal: RemovalConfig{
 				ShardRetention: opts.Removal.ShardRetention,
 				TypeRetention:  opts.Removal.TypeRetention,

@@ -29,8 +29,13 @@ type CRDNames struct {
 // DefaultBootstrapCRDs are the types every cache server serves from the
 // start: the whole kcp type profile, cache.KcpTypes.
 func DefaultBootstrapCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	// The kcp profile, and the cache's own type: the shards' heartbeats.
-	return append(TypeCRDs(cache.KcpTypes()), HeartbeatCRD())
+	return BootstrapCRDs(cache.KcpTypes())
+}
+
+// BootstrapCRDs returns the CRDs of types and of the cache's own type, the
+// shards' heartbeats, which is served whatever part of the kcp profile is.
+func BootstrapCRDs(types []cache.Type) []*apiextensionsv1.CustomResourceDefinition {
+	return append(TypeCRDs(types), HeartbeatCRD())
 }
 
 // TypeCRDs returns the CRDs declaring types, in order.
