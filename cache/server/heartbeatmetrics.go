@@ -27,36 +27,18 @@ const heartbeatMetricsHookName = "kcp-cache-shard-metrics"
 // fixed by the installation. A shard whose heartbeat is deleted loses its
 // series.
 var (
-	shardHeartbeatGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Subsystem: "shard", Name: "heartbeat_timestamp_seconds",
-		Help:           "When the shard last renewed its heartbeat (its clock, Unix seconds); time() minus this is the age of its partition.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard"})
-	shardConvergedGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Subsystem: "shard", Name: "converged",
-		Help:           "1 when the shard's replication had caught up at its last heartbeat, else 0.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard"})
-	shardConfirmedGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Subsystem: "shard", Name: "confirmed",
-		Help:           "1 when the shard has pushed its partition in full in the cache's current epoch, 0 while it is unconfirmed.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard"})
-	shardPendingGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Subsystem: "shard", Name: "pending_keys",
-		Help:           "Changes the shard had not yet replicated at its last heartbeat.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard"})
-	shardRegressionsGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Subsystem: "shard", Name: "origin_regressions",
-		Help:           "Objects the shard found older than their copies (the shard went back in time) since its hook started.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard"})
-	shardObjectsGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Subsystem: "shard", Name: "objects",
-		Help:           "Objects in the shard's partition by replicated resource, as the shard's last heartbeat reported them.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard", "resource"})
+	shardHeartbeatGauge = shardGauge("heartbeat_timestamp_seconds",
+		"When the shard last renewed its heartbeat (its clock, Unix seconds); time() minus this is the age of its partition.")
+	shardConvergedGauge = shardGauge("converged",
+		"1 when the shard's replication had caught up at its last heartbeat, else 0.")
+	shardConfirmedGauge = shardGauge("confirmed",
+		"1 when the shard has pushed its partition in full in the cache's current epoch, 0 while it is unconfirmed.")
+	shardPendingGauge = shardGauge("pending_keys",
+		"Changes the shard had not yet replicated at its last heartbeat.")
+	shardRegressionsGauge = shardGauge("origin_regressions",
+		"Objects the shard found older than their copies (the shard went back in time) since its hook started.")
+	shardObjectsGauge = shardGauge("objects",
+		"Objects in the shard's partition by replicated resource, as the shard's last heartbeat reported them.", "resource")
 	epochInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "kcp_cache", Name: "epoch_info",
 		Help:           "1 for the cache's current epoch (see the Kcp-Cache-Epoch response header).",
@@ -64,6 +46,14 @@ var (
 	}, []string{"epoch"})
 	registerShardMetrics sync.Once
 )
+
+// shardGauge is a per-shard gauge kcp_cache_shard_<name>, labelled by shard
+// and extra labels.
+func shardGauge(name, help string, extraLabels ...string) *metrics.GaugeVec {
+	return metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "kcp_cache", Subsystem: "shard", Name: name, Help: help, StabilityLevel: metrics.ALPHA,
+	}, append([]string{"shard"}, extraLabels...))
+}
 
 // shardMetrics keeps the per-shard gauges in line with the heartbeats.
 type shardMetrics struct {
