@@ -108,7 +108,7 @@ type exportSource struct {
 }
 
 // setRecords replaces every record (all != nil) or sets or removes one (o
-// nil removes k), then wakes the reconcile loop's caller.
+// nil removes k); the caller wakes the reconcile loop.
 func setRecords[R any](mu *sync.Mutex, records map[partitionName]R, all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object, parse func(*opaque.Object) (R, bool)) {
 	mu.Lock()
 	defer mu.Unlock()

@@ -58,12 +58,13 @@ func (r *Registry) serveUnknownIdentity(w http.ResponseWriter, req *http.Request
 	switch info.Verb {
 	case "get", "list", "watch":
 	default:
+		base, identity, _ := strings.Cut(gr.Resource, ":")
 		err := &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure,
 			Code:   http.StatusNotFound,
 			Reason: metav1.StatusReasonNotFound,
 			Message: fmt.Sprintf("%s: no cached APIExport or CachedResource declares identity %q of %s, so nothing can be written under it",
-				gr, strings.SplitN(gr.Resource, ":", 2)[1], schema.GroupResource{Group: gr.Group, Resource: strings.SplitN(gr.Resource, ":", 2)[0]}),
+				gr, identity, schema.GroupResource{Group: gr.Group, Resource: base}),
 			Details: &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, Name: info.Name},
 		}}
 		responsewriters.ErrorNegotiated(err, scope.Serializer, gv, w, req)
