@@ -24,11 +24,15 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
+	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
 
 // KubeconfigFileName is the admin kubeconfig a server writes into its root directory.
@@ -55,13 +59,13 @@ type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
 	// caches serve. NewConfig sets the CRDs of the types the options name
-	// and the heartbeat type (BootstrapCRDs; by default the whole kcp
-	// profile, DefaultBootstrapCRDs).
+	// and the heartbeat type (bootstrap.CRDs; by default the whole kcp
+	// profile, bootstrap.DefaultCRDs).
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
 
 	// Removal says when the data of shards and types that are gone is
 	// removed; NewConfig takes it from the options.
-	Removal RemovalConfig
+	Removal removal.Config
 }
 
 // StandInConfig turns a cache server into a stand-in for a kcp shard, a
@@ -124,7 +128,7 @@ type completedConfig struct {
 	plane *dataplane.Registry
 	// epoch is resolved by New before the handler chain is built; the
 	// chain announces it on every response.
-	epoch *epochKeeper
+	epoch *epoch.Keeper
 }
 
 // NewConfig turns completed options into the configuration of a standalone
@@ -178,7 +182,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		transport.TrustedCAFile, transport.CertFile, transport.KeyFile = tlsFiles.CAFile, tlsFiles.ClientCertFile, tlsFiles.ClientKeyFile
 	}
 	derived.storage = opts.Etcd.StorageConfig
-	token, err := loadOrCreateAdminToken(filepath.Join(opts.RootDirectory, adminTokenFileName))
+	token, err := authentication.LoadOrCreateAdminToken(filepath.Join(opts.RootDirectory, authentication.AdminTokenFileName))
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +218,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		return nil, err
 	}
 	derived.etcdStorage = opts.Etcd.StorageConfig
-	derived.epochFile = filepath.Join(opts.RootDirectory, epochFileName)
+	derived.epochFile = filepath.Join(opts.RootDirectory, epoch.FileName)
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.
@@ -231,8 +235,8 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 			},
 		},
 		Extra: ExtraConfig{
-			BootstrapCRDs: BootstrapCRDs(types),
-			Removal: RemovalConfig{
+			BootstrapCRDs: bootstrap.CRDs(types),
+			Removal: removal.Config{
 				ShardRetention: opts.Removal.ShardRetention,
 				TypeRetention:  opts.Removal.TypeRetention,
 				CheckInterval:  opts.Removal.CheckInterval,

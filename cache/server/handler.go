@@ -8,6 +8,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
 
 // buildHandlerChain is the server's BuildHandlerChainFunc: upstream's default
@@ -24,7 +25,7 @@ func (c *completedConfig) buildHandlerChain(apiHandler http.Handler, gc *generic
 		Codecs:              apiextensionsapiserver.Codecs,
 		MaxRequestBodyBytes: maxObjectRequestBytes(gc.MaxRequestBodyBytes),
 		ProtectedCRDs:       sets.New[string](),
-		CRDInUse:            newCRDInUseChecker(gc.LoopbackClientConfig),
+		CRDInUse:            removal.NewCRDInUseChecker(gc.LoopbackClientConfig),
 	}
 	for _, crd := range c.Extra.BootstrapCRDs {
 		guard.ProtectedCRDs.Insert(crd.Name)

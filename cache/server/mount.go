@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,6 +20,7 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 )
 
 // Host is what a server that mounts the cache lends it.
@@ -49,7 +48,7 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 	if err != nil {
 		return fmt.Errorf("parsing the host's loopback address: %w", err)
 	}
-	token, err := randomToken()
+	token, err := authentication.RandomToken()
 	if err != nil {
 		return err
 	}
@@ -64,7 +63,7 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 		if err := cache.ValidateShardName(host.Shard); err != nil {
 			return fmt.Errorf("the host's shard: %w", err)
 		}
-		if derived.hostShardToken, err = randomToken(); err != nil {
+		if derived.hostShardToken, err = authentication.RandomToken(); err != nil {
 			return err
 		}
 		derived.hostShard = host.Shard
@@ -106,14 +105,6 @@ func (m *Mount) WrapHandlerChain(build func(http.Handler, *genericapiserver.Conf
 func (m *Mount) Serve(s *Server) {
 	var h http.Handler = s.GenericAPIServer.Handler
 	m.handler.Store(&h)
-}
-
-func randomToken() (string, error) {
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(raw), nil
 }
 
 // RunMounted runs host and the cache mounted in it until ctx is done. The

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
@@ -22,9 +23,9 @@ const TypesReadyCheckName = "kcp-cache-types"
 // servePlane declares what the data plane serves: the bootstrapped types
 // from the first moment, whatever their CRDs' state, and every other
 // Established CRD as the informer sees it.
-func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds cache.SharedIndexInformer, boot *bootstrapper) error {
+func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crdInformer cache.SharedIndexInformer, crds []*apiextensionsv1.CustomResourceDefinition, boot *bootstrap.Installer) error {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
-	for _, crd := range boot.crds {
+	for _, crd := range crds {
 		if err := plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
 			plane.Destroy()
 			return err
@@ -33,17 +34,17 @@ func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crds
 	s.plane = plane
 	s.GenericAPIServer.RegisterDestroyFunc(plane.Destroy)
 	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
-		if err := boot.check(); err != nil {
+		if err := boot.Check(); err != nil {
 			return err
 		}
 		return plane.ReadinessCheck()
 	})); err != nil {
 		return err
 	}
-	if err := plane.WatchCRDs(ctx, crds); err != nil {
+	if err := plane.WatchCRDs(ctx, crdInformer); err != nil {
 		return err
 	}
-	exported := dataplane.NewExportSource(plane, exportedTypes(boot.crds))
+	exported := dataplane.NewExportSource(plane, exportedTypes(crds))
 	return s.GenericAPIServer.AddPostStartHook(ExportedResourcesHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		go exported.Run(klog.NewContext(hookCtx, klog.FromContext(ctx)))
 		return nil

@@ -28,19 +28,6 @@ const (
 	TypeReaperHookName  = "kcp-cache-type-reaper"
 )
 
-// RemovalConfig says when the data of what is gone is removed (see package
-// removal and the options of the same names).
-type RemovalConfig struct {
-	// ShardRetention is how long a shard's heartbeat may be expired before
-	// its partition is purged; zero never purges by expiry.
-	ShardRetention time.Duration
-	// TypeRetention is how long a runtime type may hold no objects before
-	// its CRD is deleted; zero keeps every type.
-	TypeRetention time.Duration
-	// CheckInterval is how often both are checked.
-	CheckInterval time.Duration
-}
-
 // startRemoval runs the shard purger and the type reaper from post-start
 // hooks until the server stops. Several servers on one etcd each run them;
 // their deletions are idempotent.
@@ -109,4 +96,20 @@ func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
 		cfg.TLS = tlsConfig
 	}
 	return clientv3.New(cfg)
+}
+
+// CRDPurgeHookName is the post-start hook that runs the CRD purger.
+const CRDPurgeHookName = "kcp-cache-crd-purger"
+
+// startCRDPurger runs the purger from a post-start hook, once the informer
+// it follows is started.
+func (s *Server) startCRDPurger(informer apiextensionsinformers.CustomResourceDefinitionInformer, loopback *rest.Config) error {
+	p, err := removal.NewCRDPurger(informer, loopback)
+	if err != nil {
+		return err
+	}
+	return s.GenericAPIServer.AddPostStartHook(CRDPurgeHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		go p.Run(hookCtx)
+		return nil
+	})
 }

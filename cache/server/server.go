@@ -8,13 +8,16 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
-	"k8s.io/apimachinery/pkg/util/sets"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/shardmetrics"
 )
 
 // Server is a cache server that New built.
@@ -39,7 +42,7 @@ type Server struct {
 	// background are the removal loops the post-start hooks started; stop
 	// waits for them before it closes their etcd client and the etcd.
 	background  sync.WaitGroup
-	epoch       *epochKeeper
+	epoch       *epoch.Keeper
 	plane       *dataplane.Registry
 	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
@@ -75,10 +78,10 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		}
 		s.etcdTLS = c.derived.embeddedEtcd.TLS
 	}
-	if s.epoch, err = newEpochKeeper(c.derived.etcdStorage, c.derived.epochFile); err != nil {
+	if s.epoch, err = epoch.NewKeeper(c.derived.etcdStorage, c.derived.epochFile); err != nil {
 		return nil, err
 	}
-	if err := s.epoch.resolve(ctx); err != nil {
+	if err := s.epoch.Resolve(ctx); err != nil {
 		return nil, err
 	}
 	c.epoch = s.epoch
@@ -90,12 +93,12 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
 	crdInformer := s.apiextensions.Informers.Apiextensions().V1().CustomResourceDefinitions()
-	groups := &crdGroupLister{lister: crdInformer.Lister(), manager: s.GenericAPIServer.DiscoveryGroupManager, groups: sets.New[string]()}
-	if err := groups.start(ctx, crdInformer.Informer()); err != nil {
+	groups := discovery.NewGroupLister(crdInformer.Lister(), s.GenericAPIServer.DiscoveryGroupManager)
+	if err := groups.Start(ctx, crdInformer.Informer()); err != nil {
 		return nil, err
 	}
-	boot := &bootstrapper{crds: c.Extra.BootstrapCRDs}
-	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), boot); err != nil {
+	boot := bootstrap.NewInstaller(c.Extra.BootstrapCRDs)
+	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), c.Extra.BootstrapCRDs, boot); err != nil {
 		return nil, err
 	}
 	loopback := s.GenericAPIServer.LoopbackClientConfig
@@ -105,19 +108,19 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := s.startRemoval(ctx, c, crdInformer, loopback); err != nil {
 		return nil, err
 	}
-	if err := s.GenericAPIServer.AddPostStartHook(BootstrapHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		return boot.run(klog.NewContext(hookCtx, logger), loopback)
+	if err := s.GenericAPIServer.AddPostStartHook(bootstrap.HookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		return boot.Run(klog.NewContext(hookCtx, logger), loopback)
 	}); err != nil {
 		return nil, err
 	}
 
 	if err := s.GenericAPIServer.AddPostStartHook(epochHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		go s.epoch.run(klog.NewContext(hookCtx, logger.WithName("epoch")))
+		go s.epoch.Run(klog.NewContext(hookCtx, logger.WithName("epoch")))
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	if err := s.startHeartbeatMetrics(loopback); err != nil {
+	if err := s.startShardMetrics(loopback); err != nil {
 		return nil, err
 	}
 
@@ -263,7 +266,7 @@ func (s *Server) stop() {
 		s.background.Wait()
 		if s.epoch != nil {
 			// After the API server: its last writes count.
-			s.epoch.close(context.Background())
+			s.epoch.Close(context.Background())
 		}
 		if s.etcdClient != nil {
 			_ = s.etcdClient.Close()
@@ -271,5 +274,17 @@ func (s *Server) stop() {
 		if s.etcd != nil {
 			s.etcd.Close()
 		}
+	})
+}
+
+// startShardMetrics keeps the per-shard gauges from a post-start hook.
+func (s *Server) startShardMetrics(loopback *rest.Config) error {
+	w, err := shardmetrics.NewWatcher(loopback, s.epoch.Epoch)
+	if err != nil {
+		return err
+	}
+	return s.GenericAPIServer.AddPostStartHook(shardmetrics.HookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		go w.Run(hookCtx)
+		return nil
 	})
 }

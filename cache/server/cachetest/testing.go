@@ -18,6 +18,7 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 )
 
 // Option changes the Options StartServer starts with.
@@ -128,9 +129,9 @@ func (s *Server) EtcdKeys(t testing.TB, prefix string) []string {
 // InstallCRD serves a schema-less type, created at runtime through the
 // unprefixed (system) path as an operator would, and waits until a
 // partition serves it. A type that exists already is kept.
-func (s *Server) InstallCRD(t testing.TB, names server.CRDNames) schema.GroupVersionResource {
+func (s *Server) InstallCRD(t testing.TB, names bootstrap.CRDNames) schema.GroupVersionResource {
 	t.Helper()
-	return s.InstallCRDObject(t, server.SchemalessCRD(names))
+	return s.InstallCRDObject(t, bootstrap.SchemalessCRD(names))
 }
 
 // InstallCRDObject is InstallCRD for a CRD built by the caller (several
@@ -154,7 +155,7 @@ func (s *Server) InstallCRDObject(t testing.TB, crd *apiextensionsv1.CustomResou
 }
 
 // WidgetNames is a namespaced type tests install with InstallCRD.
-var WidgetNames = server.CRDNames{Group: "example.dev", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
+var WidgetNames = bootstrap.CRDNames{Group: "example.dev", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true}
 
 // RoundTripperFunc lets a function be an http.RoundTripper, to wrap a
 // client's transport in a test.

@@ -16,7 +16,7 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
-	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 )
 
 var (
@@ -26,8 +26,8 @@ var (
 )
 
 // apiBindingCRD is served by the shard only: bindings are not replicated.
-func apiBindingCRD() server.CRDNames {
-	return server.CRDNames{Group: APIBindings.Group, Version: APIBindings.Version, Resource: APIBindings.Resource, Kind: "APIBinding"}
+func apiBindingCRD() bootstrap.CRDNames {
+	return bootstrap.CRDNames{Group: APIBindings.Group, Version: APIBindings.Version, Resource: APIBindings.Resource, Kind: "APIBinding"}
 }
 
 // BindingController resolves every APIBinding's spec.reference.export

@@ -15,6 +15,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/replication"
 	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 )
 
@@ -40,7 +41,7 @@ func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 		return nil, err
 	}
 	hostCfg.StandIn.PathScoper = filters.ClusterPaths(shardName)
-	hostCfg.Extra.BootstrapCRDs = append(server.DefaultBootstrapCRDs(), server.SchemalessCRD(apiBindingCRD()))
+	hostCfg.Extra.BootstrapCRDs = append(bootstrap.DefaultCRDs(), bootstrap.SchemalessCRD(apiBindingCRD()))
 
 	var mount *server.Mount
 	var mountedCfg *server.Config

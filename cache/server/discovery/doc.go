@@ -1,0 +1,4 @@
+// Package discovery keeps the unaggregated /apis group list in step with
+// the Established CRDs. apiextensions leaves that list to kube-apiserver's
+// aggregator, which a cache server does not have in front of it.
+package discovery

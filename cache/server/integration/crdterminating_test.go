@@ -1,0 +1,73 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+)
+
+// A CRD whose objects appear after its deletion was accepted (a shard's
+// create racing the in-use check) still goes away: upstream's finalizer
+// cannot delete them (it names no partition), so the server purges them
+// through their partitions. Simulated deterministically: a finalizer of the
+// test's holds the CRD in Terminating while an object is written straight
+// into its partition's key in etcd.
+func TestCRDWithLateObjectsIsNotTerminatingForever(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	crds, err := apiextensionsclient.NewForConfig(srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := bootstrap.SchemalessCRD(bootstrap.CRDNames{Group: "late.dev", Version: "v1", Resource: "gadgets", Kind: "Gadget"})
+	crd.Finalizers = []string{"test.kcp-cache.dev/hold"}
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cachetest.Eventually(t, "the CRD is established", func(ctx context.Context) error {
+		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == "Established" && c.Status == "True" {
+				return nil
+			}
+		}
+		return fmt.Errorf("not established")
+	})
+	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting an unused CRD: %v", err)
+	}
+	key := srv.EtcdPrefix() + "/late.dev/gadgets/amber/root/g1"
+	value := `{"apiVersion":"late.dev/v1","kind":"Gadget","metadata":{"name":"g1","uid":"6a0e1c43-0000-4000-8000-000000000001","creationTimestamp":"2026-01-01T00:00:00Z","annotations":{"kcp.io/shard":"amber","kcp.io/cluster":"root"}}}`
+	if _, err := srv.EtcdClient().Put(ctx, key, value); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, crd.Name, types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("releasing the test's finalizer: %v", err)
+	}
+	cachetest.Eventually(t, "the CRD is gone", func(ctx context.Context) error {
+		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("CRD still Terminating: finalizers %v, conditions %+v", got.Finalizers, got.Status.Conditions)
+	})
+	if keys := srv.EtcdKeys(t, "/late.dev/"); len(keys) != 0 {
+		t.Errorf("objects of the deleted CRD remain in etcd: %v", keys)
+	}
+}

@@ -1,0 +1,321 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+)
+
+// The wire behaviour of a kcp v0.32.3 shard against its cache server
+// (../shared/design/kcp-contract.md), written out by hand rather than taken
+// from this repository's client, replication or type profile, so that the
+// server is checked against kcp and not against itself.
+
+// kcpReadTypes are the 21 types a kcp shard opens a wildcard informer on,
+// under the versions kcp reads, plus the CRDs.
+var kcpReadTypes = []schema.GroupVersionResource{
+	{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports"},
+	{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"},
+	{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiconversions"},
+	{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexportendpointslices"},
+	{Group: "core.kcp.io", Version: "v1alpha1", Resource: "logicalclusters"},
+	{Group: "core.kcp.io", Version: "v1alpha1", Resource: "shards"},
+	{Group: "migration.kcp.io", Version: "v1alpha1", Resource: "logicalclustermigrations"},
+	{Group: "cache.kcp.io", Version: "v1alpha1", Resource: "cachedobjects"},
+	{Group: "cache.kcp.io", Version: "v1alpha1", Resource: "cachedresources"},
+	{Group: "cache.kcp.io", Version: "v1alpha1", Resource: "cachedresourceendpointslices"},
+	{Group: "tenancy.kcp.io", Version: "v1alpha1", Resource: "workspacetypes"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingwebhookconfigurations"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingwebhookconfigurations"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicies"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "mutatingadmissionpolicybindings"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"},
+	{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"},
+	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+}
+
+// kcpCopy is an object as kcp's replication controller pushes it.
+type kcpCopy struct {
+	gvr             schema.GroupVersionResource
+	kind, namespace string
+	name            string
+}
+
+// kcpWrites are copies of the types kcp replicates, with kcp's names (RBAC
+// with ':'), in the versions kcp writes.
+var kcpWrites = []kcpCopy{
+	{schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports"}, "APIExport", "", "tenancy.kcp.io"},
+	{schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"}, "APIResourceSchema", "", "v250101-abcdef.workspaces.tenancy.kcp.io"},
+	{schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexportendpointslices"}, "APIExportEndpointSlice", "", "tenancy.kcp.io"},
+	{schema.GroupVersionResource{Group: "core.kcp.io", Version: "v1alpha1", Resource: "shards"}, "Shard", "", "alpha"},
+	{schema.GroupVersionResource{Group: "core.kcp.io", Version: "v1alpha1", Resource: "logicalclusters"}, "LogicalCluster", "", "cluster"},
+	{schema.GroupVersionResource{Group: "tenancy.kcp.io", Version: "v1alpha1", Resource: "workspacetypes"}, "WorkspaceType", "", "universal"},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "ClusterRole", "", "system:kcp:apiexport:tenancy:bind"},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "ClusterRoleBinding", "", "system:kcp:authenticated:apiexport:tenancy:bind"},
+	{schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}, "ValidatingAdmissionPolicy", "", "deny-all"},
+}
+
+// kcpShardClient is the shard's cache client: a system:masters client
+// certificate, as kcp deployments hand out, and a recorder of every request.
+type kcpShardClient struct {
+	cfg *rest.Config
+
+	mu       sync.Mutex
+	requests []recordedRequest
+}
+
+type recordedRequest struct {
+	method string
+	url    *url.URL
+	code   int
+}
+
+func newKcpShardClient(t *testing.T, srv *cachetest.Server) *kcpShardClient {
+	c := &kcpShardClient{cfg: srv.UserConfig(t, "kcp-shard-alpha", "system:masters")}
+	c.cfg.QPS, c.cfg.Burst = 1000, 1000
+	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			r := recordedRequest{method: req.Method, url: req.URL}
+			if resp != nil {
+				r.code = resp.StatusCode
+			}
+			c.mu.Lock()
+			c.requests = append(c.requests, r)
+			c.mu.Unlock()
+			return resp, err
+		})
+	})
+	return c
+}
+
+func (c *kcpShardClient) scoped(t *testing.T, shard, cluster string) *dynamic.DynamicClient {
+	return cachetest.Dynamic(t, c.cfg, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster}))
+}
+
+// clusterKey keys kcp's stores: logical cluster, namespace, name (kcp's
+// client-go fork, MetaClusterNamespaceKeyFunc), never the shard.
+func clusterKey(obj interface{}) (string, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Key, nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", err
+	}
+	return m.GetAnnotations()["kcp.io/cluster"] + "|" + m.GetNamespace() + "/" + m.GetName(), nil
+}
+
+// wildcardInformer is one of the shard's global informers: a reflector over
+// "*/*" into a cluster-keyed store, with client-go's defaults (it asks for
+// a watch-list first).
+type wildcardInformer struct {
+	gvr       schema.GroupVersionResource
+	store     cache.Store
+	reflector *cache.Reflector
+}
+
+func (c *kcpShardClient) startWildcardInformer(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource) *wildcardInformer {
+	resource := c.scoped(t, "*", "*").Resource(gvr)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return resource.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return resource.Watch(ctx, o)
+		},
+	}
+	inf := &wildcardInformer{gvr: gvr, store: cache.NewStore(clusterKey)}
+	inf.reflector = cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, inf.store, cache.ReflectorOptions{Name: "kcp-global-" + gvr.Resource})
+	go inf.reflector.RunWithContext(ctx)
+	return inf
+}
+
+func (i *wildcardInformer) synced() bool { return i.reflector.LastSyncResourceVersion() != "" }
+
+// origin is the metadata of the object a copy mirrors.
+var originCreated = metav1.NewTime(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
+
+func (w kcpCopy) object(shard, cluster string, spec map[string]interface{}) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": w.gvr.GroupVersion().String(),
+		"kind":       w.kind,
+		"metadata":   map[string]interface{}{"name": w.name},
+		"spec":       spec,
+	}}
+	u.SetUID(types.UID("origin-" + w.gvr.Resource))
+	u.SetCreationTimestamp(originCreated)
+	u.SetGeneration(3)
+	u.SetAnnotations(map[string]string{
+		"kcp.io/shard":                           shard,
+		"kcp.io/cluster":                         cluster,
+		"kcp.io/path":                            "root:org",
+		"cache.kcp.io/original-resource-UID":     "origin-" + w.gvr.Resource,
+		"cache.kcp.io/original-resource-version": "41",
+	})
+	return u
+}
+
+func TestKcpShardConformance(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	shard := newKcpShardClient(t, srv)
+	const shardName, cluster = "alpha", "2x8fvm1s2b3h4k5l"
+
+	// 1. Every global informer syncs, as the shard's readiness needs.
+	var informers []*wildcardInformer
+	for _, gvr := range kcpReadTypes {
+		informers = append(informers, shard.startWildcardInformer(ctx, t, gvr))
+	}
+	cachetest.Eventually(t, "every kcp informer synced", func(context.Context) error {
+		var pending []string
+		for _, i := range informers {
+			if !i.synced() {
+				pending = append(pending, i.gvr.Resource)
+			}
+		}
+		if len(pending) > 0 {
+			return fmt.Errorf("not synced: %v", pending)
+		}
+		return nil
+	})
+	// They asked as kcp does; a wildcard watch-list is refused with 400 and
+	// the informer falls back to list+watch.
+	shard.mu.Lock()
+	for _, gvr := range kcpReadTypes {
+		path := kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "*", Cluster: "*"}) + groupVersionPath(gvr) + "/" + gvr.Resource
+		var asked, listed bool
+		for _, r := range shard.requests {
+			if r.url.Path != path {
+				continue
+			}
+			q := r.url.Query()
+			if q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" && q.Get("resourceVersionMatch") == "NotOlderThan" && q.Get("allowWatchBookmarks") == "true" {
+				asked = true
+				if r.code != http.StatusBadRequest {
+					t.Errorf("%s: a wildcard watch-list answered %d, want 400", gvr.Resource, r.code)
+				}
+			}
+			if r.method == http.MethodGet && q.Get("watch") == "" && r.code == http.StatusOK {
+				listed = true
+			}
+		}
+		if !asked || !listed {
+			t.Errorf("%s: watch-list asked %t, listed %t; want both", gvr.Resource, asked, listed)
+		}
+	}
+	shard.mu.Unlock()
+
+	// 2. Copies: POST, PUT, DELETE into the shard's own partition.
+	partition := shard.scoped(t, shardName, cluster)
+	for _, w := range kcpWrites {
+		created, err := partition.Resource(w.gvr).Create(ctx, w.object(shardName, cluster, map[string]interface{}{"v": "1"}), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("POST %s %q: %v", w.gvr.Resource, w.name, err)
+		}
+		if created.GetUID() != types.UID("origin-"+w.gvr.Resource) || created.GetGeneration() != 3 || !created.GetCreationTimestamp().Time.Equal(originCreated.Time) {
+			t.Errorf("%s: the copy lost the origin's uid, generation or creation time: %v %d %v", w.gvr.Resource, created.GetUID(), created.GetGeneration(), created.GetCreationTimestamp())
+		}
+		update := w.object(shardName, cluster, map[string]interface{}{"v": "2"})
+		update.SetResourceVersion(created.GetResourceVersion())
+		update.Object["status"] = map[string]interface{}{"phase": "Ready"}
+		updated, err := partition.Resource(w.gvr).Update(ctx, update, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatalf("PUT %s %q: %v", w.gvr.Resource, w.name, err)
+		}
+		if updated.Object["spec"].(map[string]interface{})["v"] != "2" || updated.Object["status"] == nil || updated.GetGeneration() != 3 {
+			t.Errorf("%s: PUT kept spec %v status %v generation %d; want spec and status replaced together, generation as sent", w.gvr.Resource, updated.Object["spec"], updated.Object["status"], updated.GetGeneration())
+		}
+	}
+	// Every write landed in the shard's partition, under the storage key an
+	// independent reader (etcd) sees, and reached the cluster-keyed stores.
+	for _, w := range kcpWrites {
+		key := fmt.Sprintf("%s/%s/%s/%s/%s/%s", srv.EtcdPrefix(), w.gvr.Group, w.gvr.Resource, shardName, cluster, w.name)
+		if keys := srv.EtcdKeys(t, "/"+w.gvr.Group+"/"+w.gvr.Resource+"/"); !slices.Equal(keys, []string{key}) {
+			t.Errorf("%s: etcd keys %v, want exactly %s", w.gvr.Resource, keys, key)
+		}
+	}
+	cachetest.Eventually(t, "the informers see every copy, keyed by cluster", func(context.Context) error {
+		for _, w := range kcpWrites {
+			inf := informerFor(informers, w.gvr)
+			obj, ok, err := inf.store.GetByKey(cluster + "|/" + w.name)
+			if err != nil || !ok {
+				return fmt.Errorf("%s %q not in the %s store (%v)", w.gvr.Resource, w.name, w.gvr.Resource, err)
+			}
+			if v := obj.(*unstructured.Unstructured).Object["spec"].(map[string]interface{})["v"]; v != "2" {
+				return fmt.Errorf("%s: the store has spec.v=%v, want 2", w.gvr.Resource, v)
+			}
+		}
+		return nil
+	})
+
+	// 3. Identity paths: an export's identity of a known resource reads.
+	identity := shard.scoped(t, "*", "*").Resource(schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports:0123456789abcdef"})
+	if list, err := identity.List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Errorf("identity path: %v, %v; want an empty list", list, err)
+	}
+
+	// 4. DELETE removes a copy at once, finalizers notwithstanding.
+	w := kcpWrites[0]
+	withFinalizer := w.object(shardName, "finalized", nil)
+	withFinalizer.SetFinalizers([]string{"core.kcp.io/some-finalizer"})
+	if _, err := shard.scoped(t, shardName, "finalized").Resource(w.gvr).Create(ctx, withFinalizer, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{cluster, "finalized"} {
+		if err := shard.scoped(t, shardName, c).Resource(w.gvr).Delete(ctx, w.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("DELETE in %s: %v", c, err)
+		}
+		if _, err := shard.scoped(t, shardName, c).Resource(w.gvr).Get(ctx, w.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("after DELETE in %s: %v, want NotFound", c, err)
+		}
+	}
+	if keys := srv.EtcdKeys(t, "/"+w.gvr.Group+"/"+w.gvr.Resource+"/"); len(keys) != 0 {
+		t.Errorf("after DELETE etcd still holds %v", keys)
+	}
+	cachetest.Eventually(t, "the deletion reached the informer", func(context.Context) error {
+		if keys := informerFor(informers, w.gvr).store.ListKeys(); len(keys) != 0 {
+			return fmt.Errorf("store still holds %v", keys)
+		}
+		return nil
+	})
+}
+
+func informerFor(informers []*wildcardInformer, gvr schema.GroupVersionResource) *wildcardInformer {
+	for _, i := range informers {
+		if i.gvr == gvr {
+			return i
+		}
+	}
+	panic("no informer for " + gvr.String())
+}
+
+func groupVersionPath(gvr schema.GroupVersionResource) string {
+	return "/apis/" + strings.TrimPrefix(gvr.GroupVersion().String(), "/")
+}

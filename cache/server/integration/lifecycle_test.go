@@ -1,0 +1,111 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"testing"
+	"time"
+
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+)
+
+// newWithEmbeddedEtcd builds a standalone server whose New starts an
+// embedded etcd, as examples/cache-server does.
+func newWithEmbeddedEtcd(t *testing.T, ctx context.Context) *server.Server {
+	t.Helper()
+	opts := options.NewOptions()
+	opts.RootDirectory = t.TempDir()
+	opts.EmbeddedEtcd.ClientPort, opts.EmbeddedEtcd.PeerPort = 0, 0
+	listener, port, err := genericoptions.CreateListener("tcp", "127.0.0.1:0", net.ListenConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.SecureServing.Listener, opts.SecureServing.BindPort = listener, port
+	completed, err := opts.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := server.NewConfig(completed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := cfg.Complete().New(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if srv.EmbeddedEtcdURL() == "" {
+		t.Fatal("New started no embedded etcd")
+	}
+	return srv
+}
+
+// etcdListens reports whether anything accepts connections at the etcd's
+// client URL.
+func etcdListens(t *testing.T, clientURL string) bool {
+	t.Helper()
+	u, err := url.Parse(clientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = conn.Close()
+	return true
+}
+
+// A host that fails between New and Run closes the server: the etcd New
+// started stops, and the server cannot be run afterwards.
+func TestCloseWithoutRunStopsEmbeddedEtcd(t *testing.T) {
+	t.Parallel()
+	ctx := klog.NewContext(testContext(t), klog.Background())
+	srv := newWithEmbeddedEtcd(t, ctx)
+	etcdURL := srv.EmbeddedEtcdURL()
+	if !etcdListens(t, etcdURL) {
+		t.Fatalf("embedded etcd at %s does not listen after New", etcdURL)
+	}
+
+	srv.Close()
+	if etcdListens(t, etcdURL) {
+		t.Errorf("embedded etcd at %s still listens after Close", etcdURL)
+	}
+	srv.Close() // a second Close is harmless
+	if err := srv.PrepareRun().Run(ctx); !errors.Is(err, server.ErrClosed) {
+		t.Errorf("Run after Close = %v, want ErrClosed", err)
+	}
+}
+
+// Close during Run ends Run, waits for it, and stops etcd after the server.
+func TestCloseDuringRunEndsRun(t *testing.T) {
+	t.Parallel()
+	ctx := klog.NewContext(testContext(t), klog.Background())
+	srv := newWithEmbeddedEtcd(t, ctx)
+	etcdURL := srv.EmbeddedEtcdURL()
+	done := make(chan error, 1)
+	go func() { done <- srv.PrepareRun().Run(ctx) }()
+	if err := cachetest.WaitForPath(ctx, srv.AdminConfig(), "/readyz"); err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+
+	srv.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v after Close, want nil", err)
+		}
+	default:
+		t.Fatal("Close returned before Run did")
+	}
+	if etcdListens(t, etcdURL) {
+		t.Errorf("embedded etcd at %s still listens after Close", etcdURL)
+	}
+}
