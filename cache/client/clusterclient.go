@@ -82,7 +82,7 @@ func NewForConfig(cfg *rest.Config) (*ClusterClient, error) {
 func (c *ClusterClient) Epochs() *Epochs { return c.epochs }
 
 // Cluster returns a dynamic client for the scope shard/cluster; either may be
-// cache.Wildcard, in which case the server allows only list and watch. An
+// kcpcache.Wildcard, in which case the server allows only list and watch. An
 // invalid name yields a client whose every request fails with the validation
 // error, so no malformed segment ever reaches a URL.
 func (c *ClusterClient) Cluster(shard, cluster string) dynamic.Interface {

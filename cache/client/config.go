@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // NewConfig returns a copy of base for a kcp-cache server: it speaks JSON (the
@@ -30,11 +30,11 @@ func NewConfig(base *rest.Config) *rest.Config {
 
 // ScopedConfig returns a copy of base whose Host targets the scope
 // shard/cluster, for example https://host/services/cache/shards/amber/clusters/root.
-// Either name may be cache.Wildcard. A scope already in base's Host is
+// Either name may be kcpcache.Wildcard. A scope already in base's Host is
 // replaced; a proxy path in front of it is kept. The scope lives in Host rather
 // than APIPath because dynamic clients ignore APIPath.
 func ScopedConfig(base *rest.Config, shard, cluster string) (*rest.Config, error) {
-	scope, err := cache.NewScope(shard, cluster)
+	scope, err := kcpcache.NewScope(shard, cluster)
 	if err != nil {
 		return nil, err
 	}
@@ -86,16 +86,16 @@ func ConfigFromURL(rawURL string) (*rest.Config, error) {
 // scope already there. The scope is appended as text rather than through
 // url.URL.Path, which would escape the wildcard as %2A: harmless on the wire,
 // but unreadable in logs and kubeconfigs.
-func scopedHost(base *rest.Config, scope cache.Scope) (string, error) {
+func scopedHost(base *rest.Config, scope kcpcache.Scope) (string, error) {
 	u, _, err := rest.DefaultServerUrlFor(base)
 	if err != nil {
 		return "", fmt.Errorf("server URL of config: %w", err)
 	}
 	proxyPath := strings.TrimSuffix(u.EscapedPath(), "/")
 	// Keep whatever precedes an existing scope: that is a proxy's path.
-	if i := strings.Index(proxyPath+"/", cache.ServicePrefix+"/"); i >= 0 {
+	if i := strings.Index(proxyPath+"/", kcpcache.ServicePrefix+"/"); i >= 0 {
 		proxyPath = proxyPath[:i]
 	}
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = "", "", "", ""
-	return u.String() + proxyPath + cache.ScopedPathPrefix(scope), nil
+	return u.String() + proxyPath + kcpcache.ScopedPathPrefix(scope), nil
 }

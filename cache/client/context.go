@@ -10,13 +10,13 @@ const (
 )
 
 // WithShard returns a context whose requests the shard round tripper sends to
-// shard. Use cache.Wildcard for every shard.
+// shard. Use kcpcache.Wildcard for every shard.
 func WithShard(ctx context.Context, shard string) context.Context {
 	return context.WithValue(ctx, shardContextKey, shard)
 }
 
 // WithCluster returns a context whose requests the cluster round tripper sends
-// to the logical cluster named cluster. Use cache.Wildcard for every cluster.
+// to the logical cluster named cluster. Use kcpcache.Wildcard for every cluster.
 func WithCluster(ctx context.Context, cluster string) context.Context {
 	return context.WithValue(ctx, clusterContextKey, cluster)
 }

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -62,7 +62,7 @@ func Example() {
 			queue.Add(key)
 		}
 	}
-	registration, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	registration, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
 		DeleteFunc: enqueue,
@@ -81,7 +81,7 @@ func Example() {
 	}
 	// The handler runs on its own goroutine: wait until it has seen the
 	// initial list before draining the queue.
-	if !toolscache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), registration.HasSynced) {
 		fmt.Println("handler did not sync")
 		return
 	}

@@ -3,14 +3,14 @@ package client
 import (
 	"strings"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // isUnscoped reports whether p is served outside any partition; rewriting
 // it would break health checks and metrics scraping through a routed config.
 func isUnscoped(p string) bool {
-	_, metrics := cache.CutPathPrefix(p, "/metrics")
-	return metrics || cache.IsHealthPath(p)
+	_, metrics := kcpcache.CutPathPrefix(p, "/metrics")
+	return metrics || kcpcache.IsHealthPath(p)
 }
 
 // requestPath is a request path split into the parts the round trippers edit:
@@ -33,9 +33,9 @@ func parseRequestPath(p string) (requestPath, bool) {
 		return requestPath{}, false
 	}
 	var rp requestPath
-	rest, _ := cache.CutPathPrefix(p, cache.ServicePrefix)
-	rp.shard, rest, rp.hasShard = cutNamedSegment(rest, cache.ShardsSegment)
-	rp.cluster, rest, rp.hasCluster = cutNamedSegment(rest, cache.ClustersSegment)
+	rest, _ := kcpcache.CutPathPrefix(p, kcpcache.ServicePrefix)
+	rp.shard, rest, rp.hasShard = cutNamedSegment(rest, kcpcache.ShardsSegment)
+	rp.cluster, rest, rp.hasCluster = cutNamedSegment(rest, kcpcache.ClustersSegment)
 	rp.rest = rest
 	return rp, true
 }
@@ -43,12 +43,12 @@ func parseRequestPath(p string) (requestPath, bool) {
 // String renders the canonical path.
 func (p requestPath) String() string {
 	var b strings.Builder
-	b.WriteString(cache.ServicePrefix)
+	b.WriteString(kcpcache.ServicePrefix)
 	if p.hasShard {
-		b.WriteString("/" + cache.ShardsSegment + "/" + p.shard)
+		b.WriteString("/" + kcpcache.ShardsSegment + "/" + p.shard)
 	}
 	if p.hasCluster {
-		b.WriteString("/" + cache.ClustersSegment + "/" + p.cluster)
+		b.WriteString("/" + kcpcache.ClustersSegment + "/" + p.cluster)
 	}
 	b.WriteString(p.rest)
 	return b.String()
@@ -57,7 +57,7 @@ func (p requestPath) String() string {
 // cutNamedSegment cuts "/{name}/{value}" from the start of p. "/{name}" alone
 // counts as the segment with an empty value, which the round trippers fill.
 func cutNamedSegment(p, name string) (value, rest string, ok bool) {
-	rest, ok = cache.CutPathPrefix(p, "/"+name)
+	rest, ok = kcpcache.CutPathPrefix(p, "/"+name)
 	if !ok {
 		return "", p, false
 	}

@@ -12,7 +12,7 @@ import (
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // The round trippers below have the signature of transport.WrapperFunc, so
@@ -34,15 +34,15 @@ func NewServicePrefixRoundTripper(delegate http.RoundTripper) http.RoundTripper 
 func NewShardRoundTripper(delegate http.RoundTripper) http.RoundTripper {
 	return &pathRoundTripper{delegate: delegate, edit: func(req *http.Request, p *requestPath) error {
 		if shard, ok := ShardFrom(req.Context()); ok {
-			if shard != cache.Wildcard {
-				if err := cache.ValidateShardName(shard); err != nil {
+			if shard != kcpcache.Wildcard {
+				if err := kcpcache.ValidateShardName(shard); err != nil {
 					return fmt.Errorf("shard in request context: %w", err)
 				}
 			}
 			p.shard = shard
 		}
 		if p.shard == "" {
-			p.shard = cache.Wildcard
+			p.shard = kcpcache.Wildcard
 		}
 		p.hasShard = true
 		return nil
@@ -55,15 +55,15 @@ func NewShardRoundTripper(delegate http.RoundTripper) http.RoundTripper {
 func NewClusterRoundTripper(delegate http.RoundTripper) http.RoundTripper {
 	return &pathRoundTripper{delegate: delegate, edit: func(req *http.Request, p *requestPath) error {
 		if cluster, ok := ClusterFrom(req.Context()); ok {
-			if cluster != cache.Wildcard {
-				if err := cache.ValidateClusterName(cluster); err != nil {
+			if cluster != kcpcache.Wildcard {
+				if err := kcpcache.ValidateClusterName(cluster); err != nil {
 					return fmt.Errorf("cluster in request context: %w", err)
 				}
 			}
 			p.cluster = cluster
 		}
 		if p.cluster == "" {
-			p.cluster = cache.Wildcard
+			p.cluster = kcpcache.Wildcard
 		}
 		p.hasCluster = true
 		return nil
@@ -98,7 +98,7 @@ func (rt *pathRoundTripper) RoundTrip(req *http.Request) (*http.Response, error)
 		closeBody(req)
 		return nil, err
 	}
-	return rt.delegate.RoundTrip(cache.WithPath(req, p.String()))
+	return rt.delegate.RoundTrip(kcpcache.WithPath(req, p.String()))
 }
 
 // WrappedRoundTripper lets client-go see through this round tripper.
@@ -136,13 +136,13 @@ func (rt *shardFromObjectRoundTripper) RoundTrip(req *http.Request) (*http.Respo
 	shard := shardAnnotation(body, req.Header.Get("Content-Type"))
 	// An invalid name must not become a path segment; the server refuses the
 	// body anyway when it disagrees with the path.
-	if shard == "" || cache.ValidateShardName(shard) != nil {
+	if shard == "" || kcpcache.ValidateShardName(shard) != nil {
 		return rt.delegate.RoundTrip(out)
 	}
 	out = out.WithContext(WithShard(out.Context(), shard))
 	if p, ok := parseRequestPath(out.URL.Path); ok {
 		p.shard, p.hasShard = shard, true
-		out = cache.WithPath(out, p.String())
+		out = kcpcache.WithPath(out, p.String())
 	}
 	return rt.delegate.RoundTrip(out)
 }
@@ -172,7 +172,7 @@ func shardAnnotation(body []byte, contentType string) string {
 	if err := json.Unmarshal(body, &obj); err != nil {
 		return ""
 	}
-	return obj.Metadata.Annotations[cache.AnnotationShard]
+	return obj.Metadata.Annotations[kcpcache.AnnotationShard]
 }
 
 // closeBody honours the RoundTripper contract on errors.

@@ -6,7 +6,7 @@ import (
 
 	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // DefaultShardName is kcp's name for its first shard.
@@ -104,7 +104,7 @@ func (o *HostOptions) Complete() (CompletedHostOptions, error) {
 // Validate reports contradictory or invalid settings.
 func (o CompletedHostOptions) Validate() []error {
 	var errs []error
-	if err := cache.ValidateShardName(o.ShardName); err != nil {
+	if err := kcpcache.ValidateShardName(o.ShardName); err != nil {
 		errs = append(errs, fmt.Errorf("--shard-name: %w", err))
 	}
 	if o.CacheURL != "" && o.CacheKubeconfig != "" {

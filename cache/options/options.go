@@ -12,7 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 const (
@@ -44,7 +44,7 @@ type Options struct {
 	// Removal says when the data of shards and types that are gone is removed.
 	Removal *RemovalOptions
 
-	// BootstrapTypes names the types of the kcp profile (cache.KcpTypes)
+	// BootstrapTypes names the types of the kcp profile (kcpcache.KcpTypes)
 	// served from the start, as "resource.group"; "*" is all of them, the
 	// default. More types can be declared at runtime with CRDs.
 	BootstrapTypes []string
@@ -77,7 +77,7 @@ func NewOptions() *Options {
 		)),
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
 		Removal:        NewRemovalOptions(),
-		BootstrapTypes: []string{cache.Wildcard},
+		BootstrapTypes: []string{kcpcache.Wildcard},
 	}
 	o.SecureServing.BindPort = DefaultSecurePort
 	o.SecureServing.ServerCert.PairName = "apiserver"
@@ -96,7 +96,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	general.StringVar(&o.RootDirectory, "root-directory", o.RootDirectory,
 		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory.")
 	general.StringSliceVar(&o.BootstrapTypes, "bootstrap-types", o.BootstrapTypes,
-		"Types of the kcp profile served from the start, as resource.group (e.g. apiexports.apis.kcp.io); * serves all of them, as a kcp shard needs. An empty value serves none. Other types can be added at runtime by creating CRDs. Known: "+strings.Join(cache.TypeNames(cache.KcpTypes()), ", ")+".")
+		"Types of the kcp profile served from the start, as resource.group (e.g. apiexports.apis.kcp.io); * serves all of them, as a kcp shard needs. An empty value serves none. Other types can be added at runtime by creating CRDs. Known: "+strings.Join(kcpcache.TypeNames(kcpcache.KcpTypes()), ", ")+".")
 	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
 	o.Authentication.AddFlags(fss.FlagSet("Authentication"))
 	o.Audit.AddFlags(fss.FlagSet("Auditing"))
@@ -160,7 +160,7 @@ func (o CompletedOptions) Validate() []error {
 }
 
 // Types returns the bootstrapped types --bootstrap-types names.
-func (o *Options) Types() ([]cache.Type, error) {
+func (o *Options) Types() ([]kcpcache.Type, error) {
 	var names []string
 	for _, n := range o.BootstrapTypes {
 		if n = strings.TrimSpace(n); n != "" {
@@ -170,5 +170,5 @@ func (o *Options) Types() ([]cache.Type, error) {
 	if len(names) == 0 {
 		return nil, nil
 	}
-	return cache.KcpTypesNamed(names)
+	return kcpcache.KcpTypesNamed(names)
 }

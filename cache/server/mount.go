@@ -18,7 +18,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 )
@@ -53,14 +53,14 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 		return err
 	}
 	derived.hostLoopback = rest.CopyConfig(loopback)
-	loopback.Host = strings.TrimSuffix(loopback.Host, "/") + cache.ServicePrefix
+	loopback.Host = strings.TrimSuffix(loopback.Host, "/") + kcpcache.ServicePrefix
 	loopback.BearerToken = token
 	loopback.BearerTokenFile = ""
 	generic.LoopbackClientConfig = loopback
 	generic.SecureServing = nil
 	generic.ExternalAddress = u.Host
 	if host.Shard != "" {
-		if err := cache.ValidateShardName(host.Shard); err != nil {
+		if err := kcpcache.ValidateShardName(host.Shard); err != nil {
 			return fmt.Errorf("the host's shard: %w", err)
 		}
 		if derived.hostShardToken, err = authentication.RandomToken(); err != nil {
@@ -86,7 +86,7 @@ func (m *Mount) WrapHandlerChain(build func(http.Handler, *genericapiserver.Conf
 	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
 		hostChain := build(apiHandler, c)
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if p := req.URL.Path; p != cache.ServicePrefix && !strings.HasPrefix(p, cache.ServicePrefix+"/") {
+			if p := req.URL.Path; p != kcpcache.ServicePrefix && !strings.HasPrefix(p, kcpcache.ServicePrefix+"/") {
 				hostChain.ServeHTTP(w, req)
 				return
 			}

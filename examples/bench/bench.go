@@ -15,19 +15,19 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // rawPrefix keeps the raw-etcd baseline's keys apart from the cache's.
 const rawPrefix = "/bench-raw"
 
 var (
-	everything = cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard}
-	warmup     = cache.Scope{Shard: "warmup", Cluster: "warmup"}
+	everything = kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}
+	warmup     = kcpcache.Scope{Shard: "warmup", Cluster: "warmup"}
 )
 
 type clientKey struct {
-	scope  cache.Scope
+	scope  kcpcache.Scope
 	noGzip bool
 }
 
@@ -81,7 +81,7 @@ func newBench(cfg config, srv *benchServer, rep *report, profile *os.File) (*ben
 // resource is a dynamic client for apiexports in scope s; all scopes share
 // one HTTP client (one HTTP/2 connection), as the clients of one process do.
 // noGzip turns off client-go's default Accept-Encoding: gzip.
-func (b *bench) resource(s cache.Scope, noGzip bool) (dynamic.ResourceInterface, error) {
+func (b *bench) resource(s kcpcache.Scope, noGzip bool) (dynamic.ResourceInterface, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := clientKey{s, noGzip}
@@ -89,7 +89,7 @@ func (b *bench) resource(s cache.Scope, noGzip bool) (dynamic.ResourceInterface,
 		return r, nil
 	}
 	cfg := rest.CopyConfig(b.srv.admin)
-	cfg.Host += cache.ScopedPathPrefix(s)
+	cfg.Host += kcpcache.ScopedPathPrefix(s)
 	h := b.httpClient
 	if noGzip {
 		cfg.DisableCompression = true

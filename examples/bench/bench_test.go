@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 func ms2d(v ...int) []time.Duration {
@@ -90,7 +90,7 @@ func TestLayoutSpreadsObjectsEvenly(t *testing.T) {
 	if got := len(l.partitions()); got != 100 {
 		t.Fatalf("%d partitions, want 100", got)
 	}
-	seen := map[cache.Scope]bool{}
+	seen := map[kcpcache.Scope]bool{}
 	for _, s := range l.partitions() {
 		if err := s.Validate(); err != nil {
 			t.Errorf("invalid scope %v: %v", s, err)
@@ -102,13 +102,13 @@ func TestLayoutSpreadsObjectsEvenly(t *testing.T) {
 	}
 	const n = 10000
 	for _, tt := range []struct {
-		scope cache.Scope
+		scope kcpcache.Scope
 		want  int
 	}{
-		{cache.Scope{Shard: "shard-0", Cluster: "cluster-00"}, 100},
-		{cache.Scope{Shard: cache.Wildcard, Cluster: "cluster-00"}, 400},
-		{cache.Scope{Shard: "shard-0", Cluster: cache.Wildcard}, 2500},
-		{cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard}, 10000},
+		{kcpcache.Scope{Shard: "shard-0", Cluster: "cluster-00"}, 100},
+		{kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: "cluster-00"}, 400},
+		{kcpcache.Scope{Shard: "shard-0", Cluster: kcpcache.Wildcard}, 2500},
+		{kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, 10000},
 	} {
 		if got := l.countIn(n, tt.scope); got != tt.want {
 			t.Errorf("countIn(%v) = %d, want %d", tt.scope, got, tt.want)
@@ -136,7 +136,7 @@ func TestAPIExportSpecHasTheRequestedSize(t *testing.T) {
 			t.Errorf("spec JSON is %d bytes, want %d", len(b), size)
 		}
 	}
-	if got, want := etcdKey("/cache", cache.Scope{Shard: "s", Cluster: "c"}, "x"), "/cache/apis.kcp.io/apiexports/s/c/x"; got != want {
+	if got, want := etcdKey("/cache", kcpcache.Scope{Shard: "s", Cluster: "c"}, "x"), "/cache/apis.kcp.io/apiexports/s/c/x"; got != want {
 		t.Errorf("etcdKey = %q, want %q", got, want)
 	}
 }

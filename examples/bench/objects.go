@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 var apiExports = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}
@@ -24,13 +24,13 @@ func (l layout) shardName(s int) string   { return fmt.Sprintf("shard-%d", s) }
 func (l layout) clusterName(c int) string { return fmt.Sprintf("cluster-%02d", c) }
 
 // scopeOf is the partition of object i.
-func (l layout) scopeOf(i int) cache.Scope {
-	return cache.Scope{Shard: l.shardName(i % l.shards), Cluster: l.clusterName((i / l.shards) % l.clusters)}
+func (l layout) scopeOf(i int) kcpcache.Scope {
+	return kcpcache.Scope{Shard: l.shardName(i % l.shards), Cluster: l.clusterName((i / l.shards) % l.clusters)}
 }
 
 // partitions are all shard/cluster pairs, in index order of scopeOf.
-func (l layout) partitions() []cache.Scope {
-	out := make([]cache.Scope, 0, l.shards*l.clusters)
+func (l layout) partitions() []kcpcache.Scope {
+	out := make([]kcpcache.Scope, 0, l.shards*l.clusters)
 	for i := 0; i < l.shards*l.clusters; i++ {
 		out = append(out, l.scopeOf(i))
 	}
@@ -39,11 +39,11 @@ func (l layout) partitions() []cache.Scope {
 
 // countIn returns how many of the first n objects a (possibly wildcard)
 // scope holds.
-func (l layout) countIn(n int, s cache.Scope) int {
+func (l layout) countIn(n int, s kcpcache.Scope) int {
 	count := 0
 	for i := 0; i < n; i++ {
 		o := l.scopeOf(i)
-		if (s.Shard == cache.Wildcard || s.Shard == o.Shard) && (s.Cluster == cache.Wildcard || s.Cluster == o.Cluster) {
+		if (s.Shard == kcpcache.Wildcard || s.Shard == o.Shard) && (s.Cluster == kcpcache.Wildcard || s.Cluster == o.Cluster) {
 			count++
 		}
 	}
@@ -54,7 +54,7 @@ func objectName(prefix string, i int) string { return fmt.Sprintf("%s-%05d", pre
 
 // etcdKey is where the cache stores an object of the data set:
 // <etcd-prefix>/<group>/<resource>/<shard>/<cluster>/<name>.
-func etcdKey(etcdPrefix string, s cache.Scope, name string) string {
+func etcdKey(etcdPrefix string, s kcpcache.Scope, name string) string {
 	return strings.Join([]string{etcdPrefix, apiExports.Group, apiExports.Resource, s.Shard, s.Cluster, name}, "/")
 }
 

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 var (
@@ -162,7 +162,7 @@ func (b *bench) listCheckpoint(ctx context.Context, size int) error {
 		return err
 	}
 	prefix := resourceKeyPrefix(b.srv.etcdPrefix)
-	url := b.srv.admin.Host + cache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource)
+	url := b.srv.admin.Host + kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource)
 	const kinds = 5
 	var wall, cpu [kinds][]time.Duration
 	var lr listResult
@@ -321,11 +321,11 @@ func (b *bench) scopedLists(ctx context.Context) error {
 	shard, cluster := b.l.shardName(0), b.l.clusterName(0)
 	scopes := []struct {
 		id, name string
-		scope    cache.Scope
+		scope    kcpcache.Scope
 	}{
-		{"4a", "s/c", cache.Scope{Shard: shard, Cluster: cluster}},
-		{"4b", "*/c", cache.Scope{Shard: cache.Wildcard, Cluster: cluster}},
-		{"4c", "s/*", cache.Scope{Shard: shard, Cluster: cache.Wildcard}},
+		{"4a", "s/c", kcpcache.Scope{Shard: shard, Cluster: cluster}},
+		{"4b", "*/c", kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: cluster}},
+		{"4c", "s/*", kcpcache.Scope{Shard: shard, Cluster: kcpcache.Wildcard}},
 		{"4d", "*/*", everything},
 	}
 	samples := make([][]time.Duration, len(scopes))

@@ -9,7 +9,7 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 var (
@@ -41,6 +41,6 @@ func deny(rule Rule, reason string) (authorizer.Decision, string, error) {
 // reasonless "no opinion" refusal.
 func NewDefaultDeny() authorizer.Authorizer {
 	return authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-		return deny(RuleDefaultDeny, "only system:masters, shards ("+cache.ShardUserPrefix+"<shard>) and the group "+cache.ReadersGroup+" use the cache; anyone may reach /healthz, /livez, /readyz and /version")
+		return deny(RuleDefaultDeny, "only system:masters, shards ("+kcpcache.ShardUserPrefix+"<shard>) and the group "+kcpcache.ReadersGroup+" use the cache; anyone may reach /healthz, /livez, /readyz and /version")
 	})
 }

@@ -8,23 +8,25 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 func TestHeartbeatRules(t *testing.T) {
 	var (
-		amber  = &user.DefaultInfo{Name: cache.ShardUser("amber")}
-		coral  = &user.DefaultInfo{Name: cache.ShardUser("my:coral")}
-		reader = &user.DefaultInfo{Name: "dashboard", Groups: []string{cache.ReadersGroup}}
+		amber  = &user.DefaultInfo{Name: kcpcache.ShardUser("amber")}
+		coral  = &user.DefaultInfo{Name: kcpcache.ShardUser("my:coral")}
+		reader = &user.DefaultInfo{Name: "dashboard", Groups: []string{kcpcache.ReadersGroup}}
 		other  = &user.DefaultInfo{Name: "someone"}
-		hb     = cache.HeartbeatResource
+		hb     = kcpcache.HeartbeatResource
 	)
 	const allow, deny, none = authorizer.DecisionAllow, authorizer.DecisionDeny, authorizer.DecisionNoOpinion
-	in := func(shard string) cache.Scope { return cache.Scope{Shard: shard, Cluster: cache.HeartbeatCluster} }
+	in := func(shard string) kcpcache.Scope {
+		return kcpcache.Scope{Shard: shard, Cluster: kcpcache.HeartbeatCluster}
+	}
 	tests := []struct {
 		name        string
 		user        user.Info
-		scope       cache.Scope
+		scope       kcpcache.Scope
 		verb        string
 		group, res  string
 		subresource string
@@ -45,8 +47,8 @@ func TestHeartbeatRules(t *testing.T) {
 		{"shard may not write a subresource", amber, in("amber"), "patch", hb.Group, hb.Resource, "status", "amber", deny, RuleReservedName},
 		{"shard may not store anything else there", amber, in("amber"), "create", "apis.kcp.io", "apiexports", "", "amber", deny, RuleReservedName},
 		{"shard may not read anything else there", amber, in("amber"), "list", "apis.kcp.io", "apiexports", "", "", deny, RuleReservedName},
-		{"heartbeats only in the heartbeat cluster", amber, cache.Scope{Shard: "amber", Cluster: "system:cache:other"}, "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
-		{"no heartbeats in the system shard", amber, cache.Scope{Shard: cache.SystemShard, Cluster: cache.HeartbeatCluster}, "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
+		{"heartbeats only in the heartbeat cluster", amber, kcpcache.Scope{Shard: "amber", Cluster: "system:cache:other"}, "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
+		{"no heartbeats in the system shard", amber, kcpcache.Scope{Shard: kcpcache.SystemShard, Cluster: kcpcache.HeartbeatCluster}, "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
 		{"shard lists every heartbeat", amber, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
 		{"shard watches another's heartbeat", amber, in("coral"), "watch", hb.Group, hb.Resource, "", "", allow, ""},
 		{"reader lists every heartbeat", reader, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
@@ -54,12 +56,12 @@ func TestHeartbeatRules(t *testing.T) {
 		{"reader may not write a heartbeat", reader, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReadOnly},
 		{"others may not read heartbeats", other, in("*"), "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
 		{"others may not write heartbeats", other, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
-		{"shards write heartbeats elsewhere like any object", amber, cache.Scope{Shard: "amber", Cluster: "root"}, "create", hb.Group, hb.Resource, "", "", allow, ""},
-		{"others: no opinion outside reserved names", other, cache.Scope{Shard: "amber", Cluster: "root"}, "list", hb.Group, hb.Resource, "", "", none, ""},
+		{"shards write heartbeats elsewhere like any object", amber, kcpcache.Scope{Shard: "amber", Cluster: "root"}, "create", hb.Group, hb.Resource, "", "", allow, ""},
+		{"others: no opinion outside reserved names", other, kcpcache.Scope{Shard: "amber", Cluster: "root"}, "list", hb.Group, hb.Resource, "", "", none, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := cache.WithScope(context.Background(), tt.scope)
+			ctx := kcpcache.WithScope(context.Background(), tt.scope)
 			attrs := authorizer.AttributesRecord{User: tt.user, Verb: tt.verb, ResourceRequest: true, APIGroup: tt.group, Resource: tt.res, Subresource: tt.subresource, Name: tt.objectName}
 			got, reason, err := New().Authorize(ctx, attrs)
 			if err != nil {

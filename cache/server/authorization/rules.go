@@ -10,7 +10,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // Rule names a reason for a denial; it appears in the 403 message, the
@@ -74,8 +74,8 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 		return authorizer.DecisionNoOpinion, "", ""
 	}
 	masters := inGroup(u, user.SystemPrivilegedGroup)
-	shard, isShard := cache.ShardFromUser(u.GetName())
-	reader := inGroup(u, cache.ReadersGroup)
+	shard, isShard := kcpcache.ShardFromUser(u.GetName())
+	reader := inGroup(u, kcpcache.ReadersGroup)
 	verb := a.GetVerb()
 
 	if !a.IsResourceRequest() {
@@ -88,9 +88,9 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 		return authorizer.DecisionNoOpinion, "", ""
 	}
 
-	scope, ok := cache.ScopeFrom(ctx)
+	scope, ok := kcpcache.ScopeFrom(ctx)
 	if !ok {
-		scope = cache.SystemScope
+		scope = kcpcache.SystemScope
 	}
 	// The partition filter strips the scope from the request URI before the
 	// audit event is made; record where the request went.
@@ -102,41 +102,41 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 	switch {
 	case isCRD && write && !scope.IsSystem():
 		return authorizer.DecisionDeny, RuleCRDWritesUnprefixed,
-			fmt.Sprintf("CRDs are written only without the %s prefix, in the system partition where they are served; partition %s holds no CRDs", cache.ServicePrefix, scope)
+			fmt.Sprintf("CRDs are written only without the %s prefix, in the system partition where they are served; partition %s holds no CRDs", kcpcache.ServicePrefix, scope)
 	case !isCRD && write && scope.IsSystem():
 		return authorizer.DecisionDeny, RuleSystemPartitionCRDsOnly,
-			fmt.Sprintf("the system partition holds only CRDs; write data objects below %s/shards/{shard}/clusters/{cluster}/", cache.ServicePrefix)
+			fmt.Sprintf("the system partition holds only CRDs; write data objects below %s/shards/{shard}/clusters/{cluster}/", kcpcache.ServicePrefix)
 	}
 	if masters {
 		return authorizer.DecisionAllow, "", ""
 	}
 
-	if isHeartbeat(a) && scope.Cluster == cache.HeartbeatCluster && !cache.IsReservedName(scope.Shard) && (isShard || reader) {
+	if isHeartbeat(a) && scope.Cluster == kcpcache.HeartbeatCluster && !kcpcache.IsReservedName(scope.Shard) && (isShard || reader) {
 		return decideHeartbeat(a, scope, shard, isShard)
 	}
 	switch {
 	case scope.IsSystem():
 		return authorizer.DecisionDeny, RuleSystemPartition,
-			fmt.Sprintf("only system:masters uses the system partition (paths without the %s/shards/... prefix); read CRDs through a partition or wildcard path", cache.ServicePrefix)
-	case cache.IsReservedName(scope.Shard) || cache.IsReservedName(scope.Cluster):
+			fmt.Sprintf("only system:masters uses the system partition (paths without the %s/shards/... prefix); read CRDs through a partition or wildcard path", kcpcache.ServicePrefix)
+	case kcpcache.IsReservedName(scope.Shard) || kcpcache.IsReservedName(scope.Cluster):
 		return authorizer.DecisionDeny, RuleReservedName,
 			fmt.Sprintf("partition %s names a shard or cluster reserved for the cache itself", scope)
 	case isShard && readVerbs.Has(verb), reader && readVerbs.Has(verb):
 		return authorizer.DecisionAllow, "", ""
 	case isShard && write && isCRD:
 		return authorizer.DecisionDeny, RuleCRDWrites, "only system:masters writes CRDs"
-	case isShard && write && (scope.Shard != shard || scope.Cluster == cache.Wildcard):
+	case isShard && write && (scope.Shard != shard || scope.Cluster == kcpcache.Wildcard):
 		return authorizer.DecisionDeny, RuleOwnPartition,
-			fmt.Sprintf("shard %q writes only below %s", shard, cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: "{cluster}"}))
+			fmt.Sprintf("shard %q writes only below %s", shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "{cluster}"}))
 	case isShard && write:
 		return authorizer.DecisionAllow, "", ""
 	case isShard:
 		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("shards read (get, list, watch) and write their own partition; %q is neither", verb)
 	case reader:
-		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", cache.ReadersGroup)
+		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", kcpcache.ReadersGroup)
 	case write:
 		return authorizer.DecisionDeny, RuleWriters,
-			fmt.Sprintf("only system:masters and the partition's shard (%s<shard>) write", cache.ShardUserPrefix)
+			fmt.Sprintf("only system:masters and the partition's shard (%s<shard>) write", kcpcache.ShardUserPrefix)
 	}
 	return authorizer.DecisionNoOpinion, "", ""
 }
@@ -144,7 +144,7 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 // isHeartbeat: a request for the shards' heartbeats themselves, not a
 // subresource.
 func isHeartbeat(a authorizer.Attributes) bool {
-	return a.GetAPIGroup() == cache.HeartbeatResource.Group && a.GetResource() == cache.HeartbeatResource.Resource && a.GetSubresource() == ""
+	return a.GetAPIGroup() == kcpcache.HeartbeatResource.Group && a.GetResource() == kcpcache.HeartbeatResource.Resource && a.GetSubresource() == ""
 }
 
 // decideHeartbeat is the one exception to the reserved names: in every
@@ -154,19 +154,19 @@ func isHeartbeat(a authorizer.Attributes) bool {
 // object in the request (server-side apply or an update that creates, as
 // the hook writes it): a POST names it only in the body, which the
 // authorizer cannot see, so it is refused.
-func decideHeartbeat(a authorizer.Attributes, scope cache.Scope, shard string, isShard bool) (authorizer.Decision, Rule, string) {
+func decideHeartbeat(a authorizer.Attributes, scope kcpcache.Scope, shard string, isShard bool) (authorizer.Decision, Rule, string) {
 	verb := a.GetVerb()
 	switch {
 	case readVerbs.Has(verb):
 		return authorizer.DecisionAllow, "", ""
 	case !isShard:
-		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", cache.ReadersGroup)
+		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", kcpcache.ReadersGroup)
 	case verb != "deletecollection" && writeVerbs.Has(verb) && scope.Shard == shard && a.GetName() == shard:
 		return authorizer.DecisionAllow, "", ""
 	}
 	return authorizer.DecisionDeny, RuleOwnHeartbeat,
 		fmt.Sprintf("shard %q writes only its own heartbeat, %s/%s in %s, by name (server-side apply or update)",
-			shard, cache.HeartbeatResource.Resource, shard, cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: cache.HeartbeatCluster}))
+			shard, kcpcache.HeartbeatResource.Resource, shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: kcpcache.HeartbeatCluster}))
 }
 
 // isDiscoveryPath: what kubectl and discovery clients read before a request.

@@ -8,24 +8,24 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 func TestRules(t *testing.T) {
 	var (
 		masters = &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}
-		amber   = &user.DefaultInfo{Name: cache.ShardUser("amber")}
-		reader  = &user.DefaultInfo{Name: "dashboard", Groups: []string{cache.ReadersGroup}}
+		amber   = &user.DefaultInfo{Name: kcpcache.ShardUser("amber")}
+		reader  = &user.DefaultInfo{Name: "dashboard", Groups: []string{kcpcache.ReadersGroup}}
 		other   = &user.DefaultInfo{Name: "someone"}
-		system  = cache.SystemScope
-		wild    = cache.Scope{Shard: "*", Cluster: "*"}
+		system  = kcpcache.SystemScope
+		wild    = kcpcache.Scope{Shard: "*", Cluster: "*"}
 	)
-	scope := func(shard, cluster string) *cache.Scope { return &cache.Scope{Shard: shard, Cluster: cluster} }
+	scope := func(shard, cluster string) *kcpcache.Scope { return &kcpcache.Scope{Shard: shard, Cluster: cluster} }
 	const allow, deny, none = authorizer.DecisionAllow, authorizer.DecisionDeny, authorizer.DecisionNoOpinion
 	tests := []struct {
 		name     string
 		user     user.Info
-		scope    *cache.Scope // nil: no scope in the context
+		scope    *kcpcache.Scope // nil: no scope in the context
 		verb     string
 		resource string // "crds" for CRDs; "" for a non-resource request
 		path     string
@@ -38,7 +38,7 @@ func TestRules(t *testing.T) {
 		{"masters may not store data in the system partition", masters, &system, "create", "apiexports", "", deny, RuleSystemPartitionCRDsOnly},
 		{"no scope is the system partition", masters, nil, "update", "apiexports", "", deny, RuleSystemPartitionCRDsOnly},
 		{"masters read the system partition", masters, &system, "list", "apiexports", "", allow, ""},
-		{"masters use reserved names", masters, scope(cache.SystemShard, "root"), "create", "apiexports", "", allow, ""},
+		{"masters use reserved names", masters, scope(kcpcache.SystemShard, "root"), "create", "apiexports", "", allow, ""},
 		{"masters reach metrics", masters, &system, "get", "", "/metrics", allow, ""},
 
 		{"shard writes its partition", amber, scope("amber", "root"), "create", "apiexports", "", allow, ""},
@@ -53,8 +53,8 @@ func TestRules(t *testing.T) {
 		{"shard may not write CRDs", amber, scope("amber", "root"), "create", "crds", "", deny, RuleCRDWritesUnprefixed},
 		{"shard may not write CRDs unprefixed", amber, &system, "create", "crds", "", deny, RuleSystemPartition},
 		{"shard may not read the system partition", amber, &system, "list", "apiexports", "", deny, RuleSystemPartition},
-		{"shard may not use a reserved shard", amber, scope(cache.SystemShard, "root"), "list", "apiexports", "", deny, RuleReservedName},
-		{"shard may not use a reserved cluster", amber, scope("amber", cache.SystemCluster), "create", "apiexports", "", deny, RuleReservedName},
+		{"shard may not use a reserved shard", amber, scope(kcpcache.SystemShard, "root"), "list", "apiexports", "", deny, RuleReservedName},
+		{"shard may not use a reserved cluster", amber, scope("amber", kcpcache.SystemCluster), "create", "apiexports", "", deny, RuleReservedName},
 		{"shard may not use system:cache clusters", amber, scope("amber", "system:cache-x"), "create", "apiexports", "", deny, RuleReservedName},
 		{"shard may not impersonate", amber, scope("amber", "root"), "impersonate", "users", "", deny, RuleReadOnly},
 		{"shard discovers", amber, scope("amber", "root"), "get", "", "/apis", allow, ""},
@@ -72,7 +72,7 @@ func TestRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			if tt.scope != nil {
-				ctx = cache.WithScope(ctx, *tt.scope)
+				ctx = kcpcache.WithScope(ctx, *tt.scope)
 			}
 			attrs := authorizer.AttributesRecord{User: tt.user, Verb: tt.verb, Path: tt.path}
 			if tt.resource != "" {

@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
@@ -27,19 +27,19 @@ type CRDNames struct {
 }
 
 // DefaultCRDs are the types every cache server serves from the
-// start: the whole kcp type profile, cache.KcpTypes.
+// start: the whole kcp type profile, kcpcache.KcpTypes.
 func DefaultCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	return CRDs(cache.KcpTypes())
+	return CRDs(kcpcache.KcpTypes())
 }
 
 // CRDs returns the CRDs of types and of the cache's own type, the
 // shards' heartbeats, which is served whatever part of the kcp profile is.
-func CRDs(types []cache.Type) []*apiextensionsv1.CustomResourceDefinition {
+func CRDs(types []kcpcache.Type) []*apiextensionsv1.CustomResourceDefinition {
 	return append(TypeCRDs(types), HeartbeatCRD())
 }
 
 // TypeCRDs returns the CRDs declaring types, in order.
-func TypeCRDs(types []cache.Type) []*apiextensionsv1.CustomResourceDefinition {
+func TypeCRDs(types []kcpcache.Type) []*apiextensionsv1.CustomResourceDefinition {
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(types))
 	for _, t := range types {
 		crds = append(crds, TypeCRD(t))
@@ -49,7 +49,7 @@ func TypeCRDs(types []cache.Type) []*apiextensionsv1.CustomResourceDefinition {
 
 // SchemalessCRD returns a CRD declaring one version of a schema-less type.
 func SchemalessCRD(n CRDNames) *apiextensionsv1.CustomResourceDefinition {
-	return TypeCRD(cache.Type{
+	return TypeCRD(kcpcache.Type{
 		Group: n.Group, Resource: n.Resource, Kind: n.Kind,
 		Versions: []string{n.Version}, StorageVersion: n.Version, Namespaced: n.Namespaced,
 	})
@@ -58,7 +58,7 @@ func SchemalessCRD(n CRDNames) *apiextensionsv1.CustomResourceDefinition {
 // TypeCRD returns a CRD that declares t schema-less: every version stores
 // any fields as they come. The cache holds copies that were validated on
 // their shard, and must not prune or reject what a newer shard sends.
-func TypeCRD(t cache.Type) *apiextensionsv1.CustomResourceDefinition {
+func TypeCRD(t kcpcache.Type) *apiextensionsv1.CustomResourceDefinition {
 	scope := apiextensionsv1.ClusterScoped
 	if t.Namespaced {
 		scope = apiextensionsv1.NamespaceScoped

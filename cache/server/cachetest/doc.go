@@ -16,7 +16,7 @@
 // so tests mint identities:
 //
 //	amber := srv.ShardConfig(t, "amber")               // client certificate for system:kcp:shard:amber
-//	reader := srv.UserConfig(t, "dashboard", cache.ReadersGroup)
+//	reader := srv.UserConfig(t, "dashboard", kcpcache.ReadersGroup)
 //	srv := cachetest.StartServer(t, cachetest.WithFlags(func(o *options.Options) { o.Authentication.TokenAuthFile = path }))
 //
 // Outside tests, Start and Stop do the same with errors instead of t, and

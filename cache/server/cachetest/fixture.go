@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
@@ -322,14 +322,14 @@ func (s *Server) Server() *server.Server { return s.server }
 
 // Config returns an admin client configuration for the cache's root: the
 // server's own root, or the host's when mounted. Append
-// cache.ScopedPathPrefix, or use ScopedConfig.
+// kcpcache.ScopedPathPrefix, or use ScopedConfig.
 func (s *Server) Config() *rest.Config { return rest.CopyConfig(s.config) }
 
 // ScopedConfig returns an admin configuration whose host includes the scope
 // prefix, so ordinary clients address one partition (or a wildcard).
 func (s *Server) ScopedConfig(shard, cluster string) *rest.Config {
 	c := s.Config()
-	c.Host += cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: cluster})
+	c.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster})
 	return c
 }
 

@@ -5,7 +5,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 )
@@ -39,7 +39,7 @@ func (s *Server) UserConfig(t testing.TB, user string, groups ...string) *rest.C
 // authenticates as shard's identity, system:kcp:shard:<shard>.
 func (s *Server) ShardConfig(t testing.TB, shard string) *rest.Config {
 	t.Helper()
-	return s.UserConfig(t, cache.ShardUser(shard))
+	return s.UserConfig(t, kcpcache.ShardUser(shard))
 }
 
 // AnonymousConfig returns a configuration for the cache's root without

@@ -11,14 +11,14 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // nowhere is a partition no request can name (shard names are lowercase),
 // so it never holds an object: reads of an unknown identity are served from
 // a sibling type's storage scoped to it, which answers an empty list with a
 // real resourceVersion, and watches that stay open and see nothing.
-var nowhere = cache.Scope{Shard: "-", Cluster: "-"}
+var nowhere = kcpcache.Scope{Shard: "-", Cluster: "-"}
 
 // identitySibling returns a served type of gr's group that has gr's resource
 // name, plain or with another identity, when gr is "<resource>:<identity>".
@@ -74,6 +74,6 @@ func (r *Registry) serveUnknownIdentity(w http.ResponseWriter, req *http.Request
 		unavailable(w, req, gv, gr, fmt.Sprintf("the storage of %s is initializing: %v", gr, err))
 		return
 	}
-	req = req.WithContext(cache.WithScope(req.Context(), nowhere))
+	req = req.WithContext(kcpcache.WithScope(req.Context(), nowhere))
 	serve(sibling, scope, info, r.cfg).ServeHTTP(w, req)
 }

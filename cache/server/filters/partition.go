@@ -6,7 +6,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // WithPartition resolves the partition scope of every request with scoper
@@ -24,13 +24,13 @@ func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer, sc
 			writeStatus(w, req, codecs, apierrors.NewBadRequest(err.Error()))
 			return
 		}
-		scope := cache.SystemScope
+		scope := kcpcache.SystemScope
 		if parsed.Scoped {
 			scope = parsed.Scope
 		}
 		if parsed.APIPath != req.URL.Path {
-			req = cache.WithPath(req, parsed.APIPath)
+			req = kcpcache.WithPath(req, parsed.APIPath)
 		}
-		handler.ServeHTTP(w, req.WithContext(cache.WithScope(req.Context(), scope)))
+		handler.ServeHTTP(w, req.WithContext(kcpcache.WithScope(req.Context(), scope)))
 	})
 }

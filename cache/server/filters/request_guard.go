@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
@@ -51,7 +51,7 @@ func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
 		info, ok := request.RequestInfoFrom(ctx)
-		scope, scoped := cache.ScopeFrom(ctx)
+		scope, scoped := kcpcache.ScopeFrom(ctx)
 		if !ok || !info.IsResourceRequest || !scoped {
 			handler.ServeHTTP(w, req)
 			return
@@ -86,7 +86,7 @@ func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
 }
 
 // checkWildcardRequest allows only lists and watches through a wildcard.
-func checkWildcardRequest(req *http.Request, info *request.RequestInfo, scope cache.Scope, gr schema.GroupResource) error {
+func checkWildcardRequest(req *http.Request, info *request.RequestInfo, scope kcpcache.Scope, gr schema.GroupResource) error {
 	switch {
 	case writeVerbs.Has(info.Verb):
 		return apierrors.NewMethodNotSupported(gr, fmt.Sprintf("%s in the wildcard scope %s (writes need one shard and one cluster)", info.Verb, scope))

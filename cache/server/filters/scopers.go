@@ -3,13 +3,13 @@ package filters
 import (
 	"strings"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // PathScoper maps a request path to the partition it addresses and the API
 // path the upstream handlers should see. An unscoped result is served in the
 // system partition.
-type PathScoper func(path string) (cache.ParsedPath, error)
+type PathScoper func(path string) (kcpcache.ParsedPath, error)
 
 // CachePaths is the grammar of a cache server, standalone or mounted under
 // /services/cache/ of a host: /services/cache/shards/{shard}/clusters/{cluster}/...
@@ -17,34 +17,34 @@ type PathScoper func(path string) (cache.ParsedPath, error)
 // management, a mounted server's own loopback client) and any path outside
 // it address the system partition, with the prefix stripped. Like kcp's
 // cache server, it accepts system paths with and without the prefix.
-func CachePaths(path string) (cache.ParsedPath, error) {
-	rest, ok := cache.CutPathPrefix(path, cache.ServicePrefix)
+func CachePaths(path string) (kcpcache.ParsedPath, error) {
+	rest, ok := kcpcache.CutPathPrefix(path, kcpcache.ServicePrefix)
 	if !ok {
-		return cache.ParsedPath{APIPath: path}, nil
+		return kcpcache.ParsedPath{APIPath: path}, nil
 	}
-	if _, scoped := cache.CutPathPrefix(rest, "/"+cache.ShardsSegment); scoped {
-		return cache.ParsePath(path)
+	if _, scoped := kcpcache.CutPathPrefix(rest, "/"+kcpcache.ShardsSegment); scoped {
+		return kcpcache.ParsePath(path)
 	}
 	if rest == "" {
 		rest = "/"
 	}
-	return cache.ParsedPath{APIPath: rest}, nil
+	return kcpcache.ParsedPath{APIPath: rest}, nil
 }
 
 // ClusterPaths is a kcp-shard-like grammar for a server that holds one
 // shard's own objects: /clusters/{cluster}/... addresses cluster {cluster}
 // of shard, "*" every cluster; anything else is unscoped.
 func ClusterPaths(shard string) PathScoper {
-	return func(path string) (cache.ParsedPath, error) {
-		rest, ok := strings.CutPrefix(path, "/"+cache.ClustersSegment+"/")
+	return func(path string) (kcpcache.ParsedPath, error) {
+		rest, ok := strings.CutPrefix(path, "/"+kcpcache.ClustersSegment+"/")
 		if !ok {
-			return cache.ParsedPath{APIPath: path}, nil
+			return kcpcache.ParsedPath{APIPath: path}, nil
 		}
 		cluster, apiPath, _ := strings.Cut(rest, "/")
-		s := cache.Scope{Shard: shard, Cluster: cluster}
+		s := kcpcache.Scope{Shard: shard, Cluster: cluster}
 		if err := s.Validate(); err != nil {
-			return cache.ParsedPath{}, err
+			return kcpcache.ParsedPath{}, err
 		}
-		return cache.ParsedPath{Scope: s, APIPath: "/" + apiPath, Scoped: true}, nil
+		return kcpcache.ParsedPath{Scope: s, APIPath: "/" + apiPath, Scoped: true}, nil
 	}
 }

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
@@ -41,7 +41,7 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	scoped := func(shard, cluster, rest string) string {
-		return cache.ScopedPath(cache.Scope{Shard: shard, Cluster: cluster}, rest)
+		return kcpcache.ScopedPath(kcpcache.Scope{Shard: shard, Cluster: cluster}, rest)
 	}
 	body := func(annotations string) string {
 		return fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"new"%s}}`, annotations)
@@ -149,7 +149,7 @@ func TestAnonymousRequestsReachOnlyHealthChecks(t *testing.T) {
 		"/readyz/poststarthook/" + bootstrap.HookName: 200,
 		"/services/cache/readyz":                      200,
 		"/metrics":                                    401,
-		cache.ScopedPath(cache.Scope{Shard: "*", Cluster: "*"}, exportsPath): 401,
+		kcpcache.ScopedPath(kcpcache.Scope{Shard: "*", Cluster: "*"}, exportsPath): 401,
 		"/apis": 401,
 	} {
 		resp, err := client.Get(anonymous.Host + path)

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -61,7 +61,7 @@ func apiExport(name string, spec map[string]interface{}) *unstructured.Unstructu
 // partitionOf renders an object's partition and name for comparisons.
 func partitionOf(u unstructured.Unstructured) string {
 	a := u.GetAnnotations()
-	p := a[cache.AnnotationShard] + "/" + a[cache.AnnotationCluster] + "/"
+	p := a[kcpcache.AnnotationShard] + "/" + a[kcpcache.AnnotationCluster] + "/"
 	if ns := u.GetNamespace(); ns != "" {
 		p += ns + "/"
 	}

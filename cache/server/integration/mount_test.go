@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -59,7 +59,7 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 	if got, want := partitionsOf(list.Items), []string{"amber/root/copy"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("listing the cache with the host's token = %v, want %v", got, want)
 	}
-	for _, p := range cache.HealthPaths {
+	for _, p := range kcpcache.HealthPaths {
 		if err := cachetest.WaitForPath(ctx, hostAdmin, p); err != nil {
 			t.Error(err)
 		}
@@ -68,15 +68,15 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 	// Shard blue, authenticated by the host's client CA, gets the cache's
 	// rules: its own partition only, every partition to read.
 	blue := srv.ShardConfig(t, "blue")
-	if code, status := call(t, blue, "POST", cache.ScopedPath(cache.Scope{Shard: "blue", Cluster: "org"}, exportsPath), exportBody("by-blue")); code != http.StatusCreated {
+	if code, status := call(t, blue, "POST", kcpcache.ScopedPath(kcpcache.Scope{Shard: "blue", Cluster: "org"}, exportsPath), exportBody("by-blue")); code != http.StatusCreated {
 		t.Errorf("blue writing its partition through the host: %d %s", code, status.Message)
 	}
-	for _, path := range []string{cache.ScopedPath(cache.Scope{Shard: "amber", Cluster: "root"}, exportsPath), cache.ServicePrefix + exportsPath} {
+	for _, path := range []string{kcpcache.ScopedPath(kcpcache.Scope{Shard: "amber", Cluster: "root"}, exportsPath), kcpcache.ServicePrefix + exportsPath} {
 		if code, status := call(t, blue, "POST", path, exportBody("x")); code != http.StatusForbidden {
 			t.Errorf("blue writing %s through the host: %d %s, want 403", path, code, status.Message)
 		}
 	}
-	if code, status := call(t, blue, "GET", cache.ScopedPath(cache.Scope{Shard: "*", Cluster: "*"}, exportsPath), ""); code != http.StatusOK {
+	if code, status := call(t, blue, "GET", kcpcache.ScopedPath(kcpcache.Scope{Shard: "*", Cluster: "*"}, exportsPath), ""); code != http.StatusOK {
 		t.Errorf("blue listing */*: %d %s", code, status.Message)
 	}
 
@@ -86,10 +86,10 @@ func TestCacheMountedInAHostServesBothOnOnePort(t *testing.T) {
 	if hostShard == nil || hostShard.BearerToken == srv.Config().BearerToken {
 		t.Fatalf("no identity of its own for the host shard: %v", hostShard)
 	}
-	if code, status := call(t, hostShard, "POST", cache.ScopedPath(cache.Scope{Shard: "amber", Cluster: "root"}, exportsPath), exportBody("by-host")); code != http.StatusCreated {
+	if code, status := call(t, hostShard, "POST", kcpcache.ScopedPath(kcpcache.Scope{Shard: "amber", Cluster: "root"}, exportsPath), exportBody("by-host")); code != http.StatusCreated {
 		t.Errorf("the host shard writing its partition: %d %s", code, status.Message)
 	}
-	if code, status := call(t, hostShard, "POST", cache.ScopedPath(cache.Scope{Shard: "blue", Cluster: "root"}, exportsPath), exportBody("x")); code != http.StatusForbidden {
+	if code, status := call(t, hostShard, "POST", kcpcache.ScopedPath(kcpcache.Scope{Shard: "blue", Cluster: "root"}, exportsPath), exportBody("x")); code != http.StatusForbidden {
 		t.Errorf("the host shard writing blue's partition: %d %s, want 403", code, status.Message)
 	}
 }

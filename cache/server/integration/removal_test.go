@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 var (
-	heartbeatNames = bootstrap.CRDNames{Group: cache.HeartbeatResource.Group, Version: cache.HeartbeatResource.Version, Resource: cache.HeartbeatResource.Resource, Kind: cache.HeartbeatKind}
+	heartbeatNames = bootstrap.CRDNames{Group: kcpcache.HeartbeatResource.Group, Version: kcpcache.HeartbeatResource.Version, Resource: kcpcache.HeartbeatResource.Resource, Kind: kcpcache.HeartbeatKind}
 	shardNames     = bootstrap.CRDNames{Group: "core.kcp.io", Version: "v1alpha1", Resource: "shards", Kind: "Shard"}
 )
 
@@ -35,24 +35,24 @@ func withRemoval(shardRetention, typeRetention time.Duration) cachetest.Option {
 // renew for lease.
 func putHeartbeat(t *testing.T, srv *cachetest.Server, shard string, renew time.Time, lease time.Duration) {
 	t.Helper()
-	obj := newObject(cache.HeartbeatResource, cache.HeartbeatKind, "", shard, map[string]interface{}{
+	obj := newObject(kcpcache.HeartbeatResource, kcpcache.HeartbeatKind, "", shard, map[string]interface{}{
 		"renewTime":            metav1.NewMicroTime(renew).Format(metav1.RFC3339Micro),
 		"leaseDurationSeconds": int64(lease / time.Second),
 	})
-	hb := dyn(t, srv, shard, cache.HeartbeatCluster).Resource(cache.HeartbeatResource)
+	hb := dyn(t, srv, shard, kcpcache.HeartbeatCluster).Resource(kcpcache.HeartbeatResource)
 	_, err := hb.Create(context.Background(), obj, metav1.CreateOptions{})
 	if apierrors.IsBadRequest(err) {
 		// A server that does not accept the reserved heartbeat cluster in
 		// its paths yet (the heartbeat is served by another part of the
 		// server): store the object as the API would, partition
 		// annotations included, at its key.
-		obj.SetAnnotations(map[string]string{cache.AnnotationShard: shard, cache.AnnotationCluster: cache.HeartbeatCluster})
+		obj.SetAnnotations(map[string]string{kcpcache.AnnotationShard: shard, kcpcache.AnnotationCluster: kcpcache.HeartbeatCluster})
 		obj.SetUID(types.UID(shard + "-heartbeat"))
 		data, merr := obj.MarshalJSON()
 		if merr != nil {
 			t.Fatal(merr)
 		}
-		key := fmt.Sprintf("%s/%s/%s/%s/%s/%s", srv.EtcdPrefix(), cache.HeartbeatResource.Group, cache.HeartbeatResource.Resource, shard, cache.HeartbeatCluster, shard)
+		key := fmt.Sprintf("%s/%s/%s/%s/%s/%s", srv.EtcdPrefix(), kcpcache.HeartbeatResource.Group, kcpcache.HeartbeatResource.Resource, shard, kcpcache.HeartbeatCluster, shard)
 		_, err = srv.EtcdClient().Put(context.Background(), key, string(data))
 	}
 	if err != nil {
@@ -120,7 +120,7 @@ func TestExpiredShardPartitionIsPurgedAfterRetention(t *testing.T) {
 	}
 	// The API agrees: the purged objects are gone from the watch cache too.
 	cachetest.Eventually(t, "the purge seen through the API", func(ctx context.Context) error {
-		list, err := dyn(t, srv, "gone", cache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
+		list, err := dyn(t, srv, "gone", kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
 		if err != nil || len(list.Items) != 0 {
 			return fmt.Errorf("%v objects listed (err %v)", len(list.Items), err)
 		}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -22,7 +22,7 @@ func pushedCopy(name string) *unstructured.Unstructured {
 	u.SetUID("origin-uid-" + types.UID(name))
 	u.SetCreationTimestamp(metav1.NewTime(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)))
 	u.SetGeneration(7)
-	u.SetAnnotations(map[string]string{cache.AnnotationShard: "amber"})
+	u.SetAnnotations(map[string]string{kcpcache.AnnotationShard: "amber"})
 	return u
 }
 
@@ -40,7 +40,7 @@ func TestReplicaSemantics(t *testing.T) {
 		if got.GetUID() != "origin-uid-kept" || !got.GetCreationTimestamp().Time.Equal(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)) || got.GetGeneration() != 7 {
 			t.Fatalf("copy lost origin metadata: uid=%q created=%v generation=%d", got.GetUID(), got.GetCreationTimestamp(), got.GetGeneration())
 		}
-		if got.GetAnnotations()[cache.AnnotationCluster] != "root" {
+		if got.GetAnnotations()[kcpcache.AnnotationCluster] != "root" {
 			t.Errorf("cluster annotation not filled from the path: %v", got.GetAnnotations())
 		}
 		if mf := got.GetManagedFields(); len(mf) != 0 {

@@ -11,10 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/watch"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -29,14 +29,14 @@ func TestScaleOutThreeMembersTwoServersLoseNothing(t *testing.T) {
 	reader := cachetest.StartServer(t, cachetest.WithFlags(cluster.Flags))
 	ctx := testContext(t)
 
-	everywhere := dyn(t, reader, cache.Wildcard, cache.Wildcard).Resource(apiExports)
+	everywhere := dyn(t, reader, kcpcache.Wildcard, kcpcache.Wildcard).Resource(apiExports)
 	list, err := everywhere.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A watch that resumes from its last resourceVersion when its
 	// connection ends, as client-go's informers do.
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &toolscache.ListWatch{
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.GetResourceVersion(), &cache.ListWatch{
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return everywhere.Watch(ctx, opts)
 		},
@@ -57,7 +57,7 @@ func TestScaleOutThreeMembersTwoServersLoseNothing(t *testing.T) {
 				GetAnnotations() map[string]string
 			}); ok {
 				mu.Lock()
-				watched.Insert(obj.GetAnnotations()[cache.AnnotationShard] + "/" + obj.GetName())
+				watched.Insert(obj.GetAnnotations()[kcpcache.AnnotationShard] + "/" + obj.GetName())
 				mu.Unlock()
 			}
 		}
@@ -122,7 +122,7 @@ func TestScaleOutThreeMembersTwoServersLoseNothing(t *testing.T) {
 		}
 		listed := sets.New[string]()
 		for _, o := range list.Items {
-			listed.Insert(o.GetAnnotations()[cache.AnnotationShard] + "/" + o.GetName())
+			listed.Insert(o.GetAnnotations()[kcpcache.AnnotationShard] + "/" + o.GetName())
 		}
 		if !listed.Equal(want) {
 			return fmt.Errorf("listed %d objects, want %d; missing %d", listed.Len(), n, want.Difference(listed).Len())

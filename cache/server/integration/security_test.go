@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authorization"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
@@ -27,7 +27,7 @@ import (
 const crdsPath = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 func scopedPath(shard, cluster, apiPath string) string {
-	return cache.ScopedPath(cache.Scope{Shard: shard, Cluster: cluster}, apiPath)
+	return kcpcache.ScopedPath(kcpcache.Scope{Shard: shard, Cluster: cluster}, apiPath)
 }
 
 func exportBody(name string) string {
@@ -162,10 +162,10 @@ func TestShardIdentityWritesOnlyItsOwnPartition(t *testing.T) {
 		{"create through its own wildcard", "POST", scopedPath("amber", "*", exportsPath), exportBody("x"), authorization.RuleOwnPartition},
 		{"create unprefixed", "POST", exportsPath, exportBody("x"), authorization.RuleSystemPartitionCRDsOnly},
 		{"list unprefixed", "GET", exportsPath, "", authorization.RuleSystemPartition},
-		{"create in the system partition by path", "POST", scopedPath(cache.SystemShard, cache.SystemCluster, exportsPath), exportBody("x"), authorization.RuleSystemPartitionCRDsOnly},
-		{"create in another shard's system cluster", "POST", scopedPath("s1", cache.SystemCluster, exportsPath), exportBody("x"), authorization.RuleReservedName},
-		{"create in a reserved shard", "POST", scopedPath(cache.SystemShard, "root", exportsPath), exportBody("x"), authorization.RuleReservedName},
-		{"create in a reserved cluster of its own shard", "POST", scopedPath("amber", cache.SystemCluster, exportsPath), exportBody("x"), authorization.RuleReservedName},
+		{"create in the system partition by path", "POST", scopedPath(kcpcache.SystemShard, kcpcache.SystemCluster, exportsPath), exportBody("x"), authorization.RuleSystemPartitionCRDsOnly},
+		{"create in another shard's system cluster", "POST", scopedPath("s1", kcpcache.SystemCluster, exportsPath), exportBody("x"), authorization.RuleReservedName},
+		{"create in a reserved shard", "POST", scopedPath(kcpcache.SystemShard, "root", exportsPath), exportBody("x"), authorization.RuleReservedName},
+		{"create in a reserved cluster of its own shard", "POST", scopedPath("amber", kcpcache.SystemCluster, exportsPath), exportBody("x"), authorization.RuleReservedName},
 		{"create in a system:cache cluster", "POST", scopedPath("amber", "system:cache-x", exportsPath), exportBody("x"), authorization.RuleReservedName},
 		{"create a CRD unprefixed", "POST", crdsPath, crdBody("amber"), authorization.RuleSystemPartition},
 		{"create a CRD in its partition", "POST", scopedPath("amber", "root", crdsPath), crdBody("amber"), authorization.RuleCRDWritesUnprefixed},
@@ -182,10 +182,10 @@ func TestMastersCannotBreakThePartitioning(t *testing.T) {
 		{"create a CRD in a partition", "POST", scopedPath("s1", "root", crdsPath), crdBody("masters"), authorization.RuleCRDWritesUnprefixed},
 		{"delete a CRD in a partition", "DELETE", scopedPath("s1", "root", crdsPath) + "/apiexports.apis.kcp.io", "", authorization.RuleCRDWritesUnprefixed},
 		{"create a data object unprefixed", "POST", exportsPath, exportBody("x"), authorization.RuleSystemPartitionCRDsOnly},
-		{"create a data object unprefixed below the service prefix", "POST", cache.ServicePrefix + exportsPath, exportBody("x"), authorization.RuleSystemPartitionCRDsOnly},
+		{"create a data object unprefixed below the service prefix", "POST", kcpcache.ServicePrefix + exportsPath, exportBody("x"), authorization.RuleSystemPartitionCRDsOnly},
 	})
 	// A deliberate write into a reserved partition path is theirs to make.
-	if code, status := call(t, srv.Config(), "POST", scopedPath(cache.SystemShard, "root", exportsPath), exportBody("x")); code != http.StatusCreated {
+	if code, status := call(t, srv.Config(), "POST", scopedPath(kcpcache.SystemShard, "root", exportsPath), exportBody("x")); code != http.StatusCreated {
 		t.Errorf("masters writing a reserved partition: %d %s", code, status.Message)
 	}
 }
@@ -199,7 +199,7 @@ func TestReadersReadAndOthersOnlyProbeHealth(t *testing.T) {
 	if _, err := dyn(t, srv, "blue", "root").Resource(apiExports).Create(ctx, apiExport("blues", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	reader := srv.UserConfig(t, "dashboard", cache.ReadersGroup)
+	reader := srv.UserConfig(t, "dashboard", kcpcache.ReadersGroup)
 	list, err := scopedDyn(t, reader, "*", "*").Resource(apiExports).List(ctx, metav1.ListOptions{})
 	if err != nil || len(list.Items) != 1 {
 		t.Fatalf("reader listing */*: %v (%d items)", err, len(list.Items))
@@ -234,7 +234,7 @@ func TestReadersReadAndOthersOnlyProbeHealth(t *testing.T) {
 func TestTokenFileIdentities(t *testing.T) {
 	t.Parallel()
 	tokens := filepath.Join(t.TempDir(), "tokens.csv")
-	if err := os.WriteFile(tokens, []byte("blue-token,system:kcp:shard:blue,blue-uid\nreader-token,viewer,viewer-uid,\""+cache.ReadersGroup+"\"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("blue-token,system:kcp:shard:blue,blue-uid\nreader-token,viewer,viewer-uid,\""+kcpcache.ReadersGroup+"\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	srv := cachetest.StartServer(t, cachetest.WithFlags(func(o *options.Options) { o.Authentication.TokenAuthFile = tokens }))
@@ -299,7 +299,7 @@ func TestDenialsAreAuditedAndCounted(t *testing.T) {
 			if json.Unmarshal([]byte(line), &ev) != nil || ev.Stage != "ResponseComplete" || ev.RequestURI != auditedURI || ev.Annotations[authorization.AuditAnnotationPartition] != "blue/org7" {
 				continue
 			}
-			if ev.User.Username != cache.ShardUser("amber") || ev.Verb != "create" || ev.ResponseStatus.Code != 403 ||
+			if ev.User.Username != kcpcache.ShardUser("amber") || ev.Verb != "create" || ev.ResponseStatus.Code != 403 ||
 				ev.Annotations["authorization.k8s.io/decision"] != "forbid" ||
 				!strings.Contains(ev.Annotations["authorization.k8s.io/reason"], string(authorization.RuleOwnPartition)) {
 				return fmt.Errorf("audit event does not say who was refused what by which rule: %s", line)
@@ -318,7 +318,7 @@ func TestDenialsAreAuditedAndCounted(t *testing.T) {
 func scopedDyn(t *testing.T, cfg *rest.Config, shard, cluster string) *dynamic.DynamicClient {
 	t.Helper()
 	c := rest.CopyConfig(cfg)
-	c.Host += cache.ScopedPathPrefix(cache.Scope{Shard: shard, Cluster: cluster})
+	c.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster})
 	d, err := dynamic.NewForConfig(c)
 	if err != nil {
 		t.Fatal(err)

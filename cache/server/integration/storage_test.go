@@ -15,7 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
@@ -105,7 +105,7 @@ func TestEmbeddedEtcdFileShrinksAfterDeletions(t *testing.T) {
 				for j := i; j < i+perTxn; j++ {
 					name := fmt.Sprintf("export-%05d", j)
 					value := fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":%q,"uid":"uid-%d","annotations":{%q:"amber",%q:"root"}},"spec":{"data":%q}}`,
-						name, j, cache.AnnotationShard, cache.AnnotationCluster, spec)
+						name, j, kcpcache.AnnotationShard, kcpcache.AnnotationCluster, spec)
 					ops = append(ops, clientv3.OpPut(srv.EtcdPrefix()+"/apis.kcp.io/apiexports/amber/root/"+name, value))
 				}
 				if _, err := etcd.Txn(ctx).Then(ops...).Commit(); err != nil {

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // decodeStored fills o from bytes read from storage, as a partial object:
@@ -41,8 +41,8 @@ func decodeStored(data []byte, o *Object) error {
 	// something else) are not reused as the metadata.
 	if p.meta != nil && m.ResourceVersion == "" {
 		o.rawMetaValid, o.partial = true, true
-		o.shard = internString(m.Annotations[cache.AnnotationShard])
-		o.cluster = internString(m.Annotations[cache.AnnotationCluster])
+		o.shard = internString(m.Annotations[kcpcache.AnnotationShard])
+		o.cluster = internString(m.Annotations[kcpcache.AnnotationCluster])
 	} else {
 		o.ObjectMeta = m
 	}

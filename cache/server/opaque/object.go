@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // Object is a schema-less API object. Its zero value is an empty object.
@@ -87,7 +87,7 @@ func (o *Object) PartitionAnnotations() (shard, cluster string) {
 	if o.partial {
 		return o.shard, o.cluster
 	}
-	return o.Annotations[cache.AnnotationShard], o.Annotations[cache.AnnotationCluster]
+	return o.Annotations[kcpcache.AnnotationShard], o.Annotations[kcpcache.AnnotationCluster]
 }
 
 // DeepCopyObject implements runtime.Object. The copy shares the immutable

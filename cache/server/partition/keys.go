@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // partitionPrefix is the key prefix of one partition (or of every partition of
@@ -31,8 +31,8 @@ func partitionPrefix(resourcePrefix, shard, cluster string) string {
 // scopedKey inserts the partition of a concrete scope after the resource
 // prefix of a key the registry built ("<prefix>", "<prefix>/<ns>",
 // "<prefix>/<name>" or "<prefix>/<ns>/<name>").
-func scopedKey(resourcePrefix string, s cache.Scope, key string) (string, error) {
-	rest, ok := cache.CutPathPrefix(key, resourcePrefix)
+func scopedKey(resourcePrefix string, s kcpcache.Scope, key string) (string, error) {
+	rest, ok := kcpcache.CutPathPrefix(key, resourcePrefix)
 	if !ok {
 		return "", fmt.Errorf("key %q is outside resource prefix %q", key, resourcePrefix)
 	}
@@ -60,11 +60,11 @@ func objectKey(resourcePrefix string, obj runtime.Object) (string, error) {
 }
 
 // scopeOfObject reads the partition annotations that storage persisted.
-func scopeOfObject(obj runtime.Object, m metav1Object) (cache.Scope, error) {
+func scopeOfObject(obj runtime.Object, m metav1Object) (kcpcache.Scope, error) {
 	shard, cluster := partitionAnnotations(obj, m)
-	s := cache.Scope{Shard: shard, Cluster: cluster}
+	s := kcpcache.Scope{Shard: shard, Cluster: cluster}
 	if s.Shard == "" || s.Cluster == "" {
-		return cache.Scope{}, fmt.Errorf("object %s/%s lacks the %s and %s annotations", m.GetNamespace(), m.GetName(), cache.AnnotationShard, cache.AnnotationCluster)
+		return kcpcache.Scope{}, fmt.Errorf("object %s/%s lacks the %s and %s annotations", m.GetNamespace(), m.GetName(), kcpcache.AnnotationShard, kcpcache.AnnotationCluster)
 	}
 	return s, nil
 }
@@ -81,7 +81,7 @@ func partitionAnnotations(obj runtime.Object, m metav1Object) (shard, cluster st
 		return p.PartitionAnnotations()
 	}
 	a := m.GetAnnotations()
-	return a[cache.AnnotationShard], a[cache.AnnotationCluster]
+	return a[kcpcache.AnnotationShard], a[kcpcache.AnnotationCluster]
 }
 
 type metav1Object interface {

@@ -5,12 +5,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 func TestScopedKey(t *testing.T) {
 	const prefix = "/apis.kcp.io/apiexports"
-	amber := cache.Scope{Shard: "amber", Cluster: "root"}
+	amber := kcpcache.Scope{Shard: "amber", Cluster: "root"}
 	tests := []struct {
 		key, want string
 		wantErr   bool
@@ -37,7 +37,7 @@ func TestObjectKeyAgreesWithScopedKey(t *testing.T) {
 		u := &unstructured.Unstructured{}
 		u.SetName("x")
 		u.SetNamespace(ns)
-		u.SetAnnotations(map[string]string{cache.AnnotationShard: "amber", cache.AnnotationCluster: "root"})
+		u.SetAnnotations(map[string]string{kcpcache.AnnotationShard: "amber", kcpcache.AnnotationCluster: "root"})
 		fromObject, err := objectKey(prefix, u)
 		if err != nil {
 			t.Fatal(err)
@@ -46,7 +46,7 @@ func TestObjectKeyAgreesWithScopedKey(t *testing.T) {
 		if ns != "" {
 			requestKey = prefix + "/" + ns + "/x"
 		}
-		fromRequest, err := scopedKey(prefix, cache.Scope{Shard: "amber", Cluster: "root"}, requestKey)
+		fromRequest, err := scopedKey(prefix, kcpcache.Scope{Shard: "amber", Cluster: "root"}, requestKey)
 		if err != nil {
 			t.Fatal(err)
 		}

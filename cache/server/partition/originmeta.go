@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // OriginMeta is the metadata a pushed copy keeps from its origin. Upstream
@@ -20,7 +20,7 @@ type OriginMeta struct {
 	Generation        int64
 }
 
-var originMetaKey = cache.NewContextKey[OriginMeta]("origin metadata")
+var originMetaKey = kcpcache.NewContextKey[OriginMeta]("origin metadata")
 
 // WithOriginMeta returns a context carrying the origin metadata of the object
 // in the request body.

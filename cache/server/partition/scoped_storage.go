@@ -16,7 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // scopedStorage is the outermost storage.Interface of every resource. The
@@ -33,7 +33,7 @@ var _ storage.Interface = &scopedStorage{}
 
 // everything is the scope of internal readers that carry no request scope,
 // such as upstream's CRD finalizer, which lists instances before a CRD goes.
-var everything = cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard}
+var everything = kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}
 
 func (s *scopedStorage) Versioner() storage.Versioner { return s.delegate.Versioner() }
 
@@ -81,7 +81,7 @@ func (s *scopedStorage) Watch(ctx context.Context, key string, opts storage.List
 }
 
 func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
-	sc, ok := cache.ScopeFrom(ctx)
+	sc, ok := kcpcache.ScopeFrom(ctx)
 	if !ok {
 		return apierrors.NewInternalError(fmt.Errorf("reading %s without a cache scope in the request context", s.groupResource))
 	}
@@ -170,13 +170,13 @@ func (s *scopedStorage) CompactRevision() int64 { return s.delegate.CompactRevis
 // writeScope returns the concrete scope a write goes to, or a Status error.
 // The HTTP layer refuses wildcard writes earlier; this is the backstop for
 // any caller that reaches storage another way.
-func (s *scopedStorage) writeScope(ctx context.Context, verb string) (cache.Scope, error) {
-	sc, ok := cache.ScopeFrom(ctx)
+func (s *scopedStorage) writeScope(ctx context.Context, verb string) (kcpcache.Scope, error) {
+	sc, ok := kcpcache.ScopeFrom(ctx)
 	if !ok {
-		return cache.Scope{}, apierrors.NewInternalError(fmt.Errorf("cannot %s %s without a cache scope in the request context", verb, s.groupResource))
+		return kcpcache.Scope{}, apierrors.NewInternalError(fmt.Errorf("cannot %s %s without a cache scope in the request context", verb, s.groupResource))
 	}
 	if sc.IsWildcard() {
-		return cache.Scope{}, apierrors.NewMethodNotSupported(s.groupResource, verb)
+		return kcpcache.Scope{}, apierrors.NewMethodNotSupported(s.groupResource, verb)
 	}
 	return sc, nil
 }
@@ -187,7 +187,7 @@ func (s *scopedStorage) writeScope(ctx context.Context, verb string) (cache.Scop
 // prefix cannot express: the cluster, the namespace, and the name of a
 // single-object watch.
 func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storage.ListOptions) (string, storage.ListOptions, error) {
-	sc, ok := cache.ScopeFrom(ctx)
+	sc, ok := kcpcache.ScopeFrom(ctx)
 	if !ok {
 		sc = everything
 	}
@@ -195,7 +195,7 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 		k, err := scopedKey(s.resourcePrefix, sc, key)
 		return k, opts, err
 	}
-	rest, ok := cache.CutPathPrefix(key, s.resourcePrefix)
+	rest, ok := kcpcache.CutPathPrefix(key, s.resourcePrefix)
 	if !ok {
 		return "", opts, fmt.Errorf("key %q is outside resource prefix %q", key, s.resourcePrefix)
 	}
@@ -205,10 +205,10 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 		terms = append(terms, opts.Predicate.Field)
 	}
 	shard := ""
-	if sc.Shard != cache.Wildcard {
+	if sc.Shard != kcpcache.Wildcard {
 		shard = sc.Shard
 	}
-	if sc.Cluster != cache.Wildcard {
+	if sc.Cluster != kcpcache.Wildcard {
 		terms = append(terms, fields.OneTermEqualSelector(FieldCluster, sc.Cluster))
 		opts.Predicate.IndexFields = append(append([]string(nil), opts.Predicate.IndexFields...), FieldCluster)
 	}
@@ -233,9 +233,9 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 // stampPartition sets the partition annotations from the scope, refusing an
 // object that names another partition. It leaves a matching object untouched,
 // because the object may be shared with the watch cache.
-func stampPartition(m metav1.Object, sc cache.Scope) error {
+func stampPartition(m metav1.Object, sc kcpcache.Scope) error {
 	a := m.GetAnnotations()
-	want := [...][2]string{{cache.AnnotationShard, sc.Shard}, {cache.AnnotationCluster, sc.Cluster}}
+	want := [...][2]string{{kcpcache.AnnotationShard, sc.Shard}, {kcpcache.AnnotationCluster, sc.Cluster}}
 	matches := true
 	for _, kv := range want {
 		got, present := a[kv[0]]

@@ -5,19 +5,19 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 func TestStampPartition(t *testing.T) {
-	amber := cache.Scope{Shard: "amber", Cluster: "root"}
+	amber := kcpcache.Scope{Shard: "amber", Cluster: "root"}
 	u := &unstructured.Unstructured{}
 	if err := stampPartition(u, amber); err != nil {
 		t.Fatal(err)
 	}
-	if a := u.GetAnnotations(); a[cache.AnnotationShard] != "amber" || a[cache.AnnotationCluster] != "root" {
+	if a := u.GetAnnotations(); a[kcpcache.AnnotationShard] != "amber" || a[kcpcache.AnnotationCluster] != "root" {
 		t.Fatalf("annotations not stamped: %v", a)
 	}
-	u.SetAnnotations(map[string]string{cache.AnnotationShard: "blue"})
+	u.SetAnnotations(map[string]string{kcpcache.AnnotationShard: "blue"})
 	if err := stampPartition(u, amber); err == nil {
 		t.Fatal("a mismatching shard annotation must be refused")
 	}

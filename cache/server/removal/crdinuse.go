@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // NewCRDInUseChecker answers whether any partition holds objects of a CRD,
@@ -31,8 +31,8 @@ func NewCRDInUseChecker(loopback *rest.Config) func(ctx context.Context, name st
 		}
 		everywhere := rest.CopyConfig(loopback)
 		// A mounted cache's loopback already ends in the service prefix.
-		everywhere.Host = strings.TrimSuffix(strings.TrimSuffix(everywhere.Host, "/"), cache.ServicePrefix) +
-			cache.ScopedPathPrefix(cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard})
+		everywhere.Host = strings.TrimSuffix(strings.TrimSuffix(everywhere.Host, "/"), kcpcache.ServicePrefix) +
+			kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard})
 		dyn, err := dynamic.NewForConfig(everywhere)
 		if err != nil {
 			return false, err

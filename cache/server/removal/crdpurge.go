@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // CRDPurger deletes the remaining objects of CRDs being deleted, each
@@ -44,7 +44,7 @@ func NewCRDPurger(informer apiextensionsinformers.CustomResourceDefinitionInform
 			p.queue.Add(crd.Name)
 		}
 	}
-	_, err := informer.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
 	})
@@ -95,7 +95,7 @@ func (p *CRDPurger) purge(ctx context.Context, name string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	everywhere, err := p.client(cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard})
+	everywhere, err := p.client(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard})
 	if err != nil {
 		return false, err
 	}
@@ -105,7 +105,7 @@ func (p *CRDPurger) purge(ctx context.Context, name string) (bool, error) {
 	}
 	for _, obj := range list.Items {
 		a := obj.GetAnnotations()
-		scope, err := cache.NewScope(a[cache.AnnotationShard], a[cache.AnnotationCluster])
+		scope, err := kcpcache.NewScope(a[kcpcache.AnnotationShard], a[kcpcache.AnnotationCluster])
 		if err != nil || scope.IsWildcard() {
 			return true, fmt.Errorf("%s %q has no valid partition annotations: %v", gvr.GroupResource(), obj.GetName(), err)
 		}
@@ -123,10 +123,10 @@ func (p *CRDPurger) purge(ctx context.Context, name string) (bool, error) {
 }
 
 // client addresses scope with the server's loopback (system:masters).
-func (p *CRDPurger) client(scope cache.Scope) (dynamic.Interface, error) {
+func (p *CRDPurger) client(scope kcpcache.Scope) (dynamic.Interface, error) {
 	c := rest.CopyConfig(p.loopback)
 	// A mounted cache's loopback already ends in the service prefix.
-	c.Host = strings.TrimSuffix(strings.TrimSuffix(c.Host, "/"), cache.ServicePrefix) + cache.ScopedPathPrefix(scope)
+	c.Host = strings.TrimSuffix(strings.TrimSuffix(c.Host, "/"), kcpcache.ServicePrefix) + kcpcache.ScopedPathPrefix(scope)
 	return dynamic.NewForConfig(c)
 }
 

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // heartbeat is what the purger reads of a stored heartbeat object.
@@ -21,7 +21,7 @@ type heartbeat struct {
 
 func decodeHeartbeat(value []byte, modRevision int64) heartbeat {
 	var obj struct {
-		Spec cache.HeartbeatSpec `json:"spec"`
+		Spec kcpcache.HeartbeatSpec `json:"spec"`
 	}
 	hb := heartbeat{modRevision: modRevision}
 	if err := json.Unmarshal(value, &obj); err != nil || obj.Spec.RenewTime.IsZero() {

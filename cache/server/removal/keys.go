@@ -7,11 +7,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // ShardResource is kcp's Shard type (in the kcp type profile,
-// cache.KcpTypes). kcp keeps one Shard object per shard, named after it, in
+// kcpcache.KcpTypes). kcp keeps one Shard object per shard, named after it, in
 // the root logical cluster of the root shard; the root shard replicates
 // them into its partition, cluster "root". The purger reads its keys even
 // when the type is not served.
@@ -27,7 +27,7 @@ func typePrefix(prefix string, gr schema.GroupResource) string {
 
 // heartbeatKey is where shard's heartbeat is stored.
 func heartbeatKey(prefix, shard string) string {
-	return typePrefix(prefix, cache.HeartbeatResource.GroupResource()) + shard + "/" + cache.HeartbeatCluster + "/" + shard
+	return typePrefix(prefix, kcpcache.HeartbeatResource.GroupResource()) + shard + "/" + kcpcache.HeartbeatCluster + "/" + shard
 }
 
 // objectKey splits a key below a type prefix into partition and object.

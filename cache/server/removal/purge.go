@@ -10,7 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // DefaultBatchSize bounds the keys one purge transaction deletes: one
@@ -41,7 +41,7 @@ func purgePartition(ctx context.Context, kv clientv3.KV, prefix, shard string, g
 	if err != nil {
 		return res, fmt.Errorf("listing the stored types: %w", err)
 	}
-	hbType := typePrefix(prefix, cache.HeartbeatResource.GroupResource())
+	hbType := typePrefix(prefix, kcpcache.HeartbeatResource.GroupResource())
 	types = slices.DeleteFunc(types, func(p string) bool { return p == hbType })
 	types = append(types, hbType)
 	hbKey := heartbeatKey(prefix, shard)

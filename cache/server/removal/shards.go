@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // ShardPurgerConfig is what a ShardPurger needs.
@@ -110,7 +110,7 @@ func (p *ShardPurger) Run(ctx context.Context) {
 // scanHeartbeats queues every shard whose heartbeat has been expired for
 // longer than the retention.
 func (p *ShardPurger) scanHeartbeats(ctx context.Context) error {
-	tp := typePrefix(p.cfg.Prefix, cache.HeartbeatResource.GroupResource())
+	tp := typePrefix(p.cfg.Prefix, kcpcache.HeartbeatResource.GroupResource())
 	resp, err := p.cfg.Client.Get(ctx, tp, clientv3.WithPrefix())
 	if err != nil {
 		return err
@@ -118,7 +118,7 @@ func (p *ShardPurger) scanHeartbeats(ctx context.Context) error {
 	now := p.cfg.Now()
 	for _, kv := range resp.Kvs {
 		k, ok := parseObjectKey(tp, string(kv.Key))
-		if !ok || k.cluster != cache.HeartbeatCluster || k.rest != k.shard || cache.IsReservedName(k.shard) {
+		if !ok || k.cluster != kcpcache.HeartbeatCluster || k.rest != k.shard || kcpcache.IsReservedName(k.shard) {
 			continue
 		}
 		if decodeHeartbeat(kv.Value, kv.ModRevision).expiredLongerThan(now, p.cfg.Retention) {
@@ -187,7 +187,7 @@ func (p *ShardPurger) shardObjectsDeleted(ctx context.Context, tp string, events
 			continue
 		}
 		k, ok := parseObjectKey(tp, string(ev.Kv.Key))
-		if !ok || k.cluster != ShardObjectCluster || strings.Contains(k.rest, "/") || cache.IsReservedName(k.rest) {
+		if !ok || k.cluster != ShardObjectCluster || strings.Contains(k.rest, "/") || kcpcache.IsReservedName(k.rest) {
 			continue
 		}
 		name := k.rest
@@ -238,7 +238,7 @@ func (p *ShardPurger) processNext(ctx context.Context) bool {
 // purge decides again, with the heartbeat as it is now, and purges.
 func (p *ShardPurger) purge(ctx context.Context, req request) error {
 	logger := klog.FromContext(ctx).WithValues("shard", req.shard, "reason", req.reason)
-	if err := cache.ValidateShardName(req.shard); err != nil || cache.IsReservedName(req.shard) {
+	if err := kcpcache.ValidateShardName(req.shard); err != nil || kcpcache.IsReservedName(req.shard) {
 		// Names come from etcd keys and Shard objects; the system
 		// partition and anything that is not a shard are never purged.
 		logger.Info("Not purging: not the name of a shard's partition", "err", err)

@@ -22,7 +22,7 @@ import (
 // the per-shard gauges.
 const HookName = "kcp-cache-shard-metrics"
 
-// Per-shard gauges, from each shard's heartbeat (cache.HeartbeatSpec): label
+// Per-shard gauges, from each shard's heartbeat (kcpcache.HeartbeatSpec): label
 // cardinality is the number of shards (times replicated types for objects),
 // fixed by the installation. A shard whose heartbeat is deleted loses its
 // series.
