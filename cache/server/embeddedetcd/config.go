@@ -60,6 +60,21 @@ type Config struct {
 	// QuotaBackendBytes caps the database size. Zero means DefaultQuotaBackendBytes.
 	QuotaBackendBytes int64
 
+	// WALSegmentSizeBytes is the size of each write-ahead log file, which
+	// etcd preallocates. Zero keeps etcd's size (64 MB, or what an earlier
+	// member of this process set). etcd holds it in a package variable, so
+	// it is one value per process: Start refuses a member that asks for a
+	// different one than an earlier member did.
+	WALSegmentSizeBytes int64
+
+	// ListenMetricsURLs are extra listeners (http://host:port) on which
+	// etcd serves /metrics and /health.
+	ListenMetricsURLs []string
+
+	// ForceNewCluster starts the member as a new one-member cluster from
+	// the data in Directory, dropping the membership recorded there.
+	ForceNewCluster bool
+
 	// UnsafeNoFsync skips fsync: for tests only, where durability across a
 	// power loss does not matter and fsync dominates latency.
 	UnsafeNoFsync bool

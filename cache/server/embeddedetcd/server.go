@@ -91,6 +91,19 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ec.QuotaBackendBytes = DefaultQuotaBackendBytes
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	ec.ForceNewCluster = cfg.ForceNewCluster
+	for _, raw := range cfg.ListenMetricsURLs {
+		u, err := url.Parse(raw)
+		if err != nil {
+			removeMemoryDir()
+			return nil, fmt.Errorf("embedded etcd metrics URL %q: %w", raw, err)
+		}
+		ec.ListenMetricsUrls = append(ec.ListenMetricsUrls, *u)
+	}
+	if err := setWALSegmentSize(cfg.WALSegmentSizeBytes); err != nil {
+		removeMemoryDir()
+		return nil, err
+	}
 	// etcd keeps every raft entry since its last snapshot in memory, plus
 	// a tail for followers to catch up from: 15,000 entries by default, a
 	// copy of each of the last 15,000 writes (about 1.3 KB each for a kcp
