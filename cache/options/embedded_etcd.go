@@ -2,6 +2,7 @@ package options
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -36,6 +37,23 @@ type EmbeddedEtcdOptions struct {
 	// MaintenanceInterval is how often the member reports its database
 	// size and defragments a file that is mostly free space.
 	MaintenanceInterval time.Duration
+
+	// The settings below are kcp's embedded etcd flags (kcp-dev/embeddedetcd
+	// options), passed to etcd as kcp passes them.
+
+	// QuotaBackendBytes caps etcd's database; 0 keeps the default
+	// (embeddedetcd.DefaultQuotaBackendBytes).
+	QuotaBackendBytes int64
+	// WALSegmentSizeBytes is the size of each write-ahead log file; 0 keeps
+	// etcd's 64 MB. It is a process-wide setting of etcd.
+	WALSegmentSizeBytes int64
+	// ListenMetricsURLs are extra plain listeners for etcd's /metrics and
+	// /health, for scraping the member directly.
+	ListenMetricsURLs []string
+	// ForceNewCluster starts the member as a new one-member cluster from
+	// its existing data (etcd's --force-new-cluster), e.g. after its data
+	// directory was restored from another installation.
+	ForceNewCluster bool
 }
 
 // NewEmbeddedEtcdOptions returns kcp-compatible defaults.
@@ -46,13 +64,21 @@ func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
 // AddFlags adds the embedded etcd's flags to fs.
 func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Directory, "embedded-etcd-directory", o.Directory,
-		"Directory of the embedded etcd's data. Relative to --root-directory unless absolute; defaults to <root-directory>/etcd-server. Used only when --etcd-servers is empty.")
+		"Directory of the embedded etcd's data (and its TLS files when there is no root directory). Relative to --root-directory (or to the working directory without one) unless absolute; defaults to <root-directory>/etcd-server. Used only when --etcd-servers is empty.")
 	fs.StringVar(&o.Storage, "storage", o.Storage,
 		"Where data lives: \"etcd\" (the embedded etcd's directory, or --etcd-servers) or \"memory\" (an embedded etcd without disk: a restarted server starts empty and the shards refill it; several such servers give availability).")
 	fs.DurationVar(&o.MaintenanceInterval, "embedded-etcd-maintenance-interval", o.MaintenanceInterval,
 		"How often the embedded etcd reports its database size (kcp_cache_embedded_etcd_db_size_bytes) and defragments its file when more than half of it is free space.")
 	fs.IntVar(&o.ClientPort, "embedded-etcd-client-port", o.ClientPort, "Loopback port the embedded etcd serves clients on; 0 picks a free port.")
 	fs.IntVar(&o.PeerPort, "embedded-etcd-peer-port", o.PeerPort, "Loopback port the embedded etcd uses for peer traffic; 0 picks a free port.")
+	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
+		"Size at which the embedded etcd's database raises its no-space alarm and refuses writes; 0 keeps 2 GiB.")
+	fs.Int64Var(&o.WALSegmentSizeBytes, "embedded-etcd-wal-size-bytes", o.WALSegmentSizeBytes,
+		"Size of each of the embedded etcd's write-ahead log files (preallocated); 0 keeps etcd's 64 MB.")
+	fs.StringSliceVar(&o.ListenMetricsURLs, "embedded-etcd-listen-metrics-urls", o.ListenMetricsURLs,
+		"URLs (http://host:port) where the embedded etcd also serves its /metrics and /health, without TLS.")
+	fs.BoolVar(&o.ForceNewCluster, "embedded-etcd-force-new-cluster", o.ForceNewCluster,
+		"Start the embedded etcd as a new one-member cluster from the data in its directory (etcd's --force-new-cluster), e.g. data restored from another installation.")
 }
 
 // ValidateStorage checks --storage against whether an external etcd is
@@ -84,6 +110,16 @@ func (o *EmbeddedEtcdOptions) Validate() []error {
 	}
 	if o.ClientPort != 0 && o.ClientPort == o.PeerPort {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-client-port and --embedded-etcd-peer-port must differ"))
+	}
+	for name, size := range map[string]int64{"--embedded-etcd-quota-backend-bytes": o.QuotaBackendBytes, "--embedded-etcd-wal-size-bytes": o.WALSegmentSizeBytes} {
+		if size < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %d", name, size))
+		}
+	}
+	for _, raw := range o.ListenMetricsURLs {
+		if u, err := url.Parse(raw); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-listen-metrics-urls: %q is not an http(s)://host:port URL", raw))
+		}
 	}
 	return errs
 }

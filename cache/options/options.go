@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1beta1"
@@ -31,11 +32,15 @@ const (
 // Options are a cache server's options.
 type Options struct {
 	// RootDirectory holds the serving certificate, the admin kubeconfig and,
-	// by default, the embedded etcd's data.
+	// by default, the embedded etcd's data. Empty means none, as kcp's
+	// cache-server reads --root-directory= (kcp-operator passes it so): the
+	// server then writes nothing but the embedded etcd's directory (see
+	// Complete).
 	RootDirectory string
 
 	SecureServing  *genericoptions.SecureServingOptionsWithLoopback
 	Authentication *AuthenticationOptions
+	Authorization  *AuthorizationOptions
 	// Audit records who did what where, as kube-apiserver does
 	// (--audit-log-path, --audit-policy-file, webhook backends).
 	Audit        *genericoptions.AuditOptions
@@ -53,6 +58,16 @@ type Options struct {
 	// server's defaults (see defaultFeatureGates). Complete applies them to
 	// the process: the options of a standalone server own its process.
 	FeatureGates map[string]bool
+
+	// SyntheticDelay holds every request back this long before serving it,
+	// as kcp's cache-server flag of the same name: kcp's own tests use it
+	// to make the cache slow and expose clients that assume it is fast.
+	SyntheticDelay time.Duration
+
+	// ProfilerAddress, when set, is a [host]:port where the server serves
+	// Go's profiler (net/http/pprof) over plain HTTP, as kcp's servers'
+	// --profiler-address does.
+	ProfilerAddress string
 }
 
 // CompletedOptions are options with defaults filled in; only Complete makes them.
@@ -62,6 +77,9 @@ type CompletedOptions struct {
 
 type completedOptions struct {
 	Options
+	// IgnoredFlags are settings accepted for compatibility with kcp's
+	// cache-server that have no effect here; log them at start.
+	IgnoredFlags []IgnoredFlag
 }
 
 // NewOptions returns options with kcp-compatible defaults.
@@ -70,6 +88,7 @@ func NewOptions() *Options {
 		RootDirectory:  DefaultRootDirectory,
 		SecureServing:  genericoptions.NewSecureServingOptions().WithLoopback(),
 		Authentication: NewAuthenticationOptions(),
+		Authorization:  NewAuthorizationOptions(),
 		Audit:          genericoptions.NewAuditOptions(),
 		Etcd: genericoptions.NewEtcdOptions(storagebackend.NewDefaultConfig(
 			DefaultEtcdPrefix,
@@ -83,7 +102,8 @@ func NewOptions() *Options {
 	o.SecureServing.ServerCert.PairName = "apiserver"
 	// Complete puts the certificate under the root directory.
 	o.SecureServing.ServerCert.CertDirectory = ""
-	// The watch cache is what makes this a cache server; see Validate.
+	// The watch cache is what makes this a cache server; see
+	// takeIgnoredFlags.
 	o.Etcd.EnableWatchCache = true
 	// No garbage collector runs against the cache.
 	o.Etcd.EnableGarbageCollection = false
@@ -94,13 +114,19 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	general := fss.FlagSet("Cache server")
 	general.StringVar(&o.RootDirectory, "root-directory", o.RootDirectory,
-		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory.")
+		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory. Empty (--root-directory=, as kcp-operator passes it) means none: nothing is written but the embedded etcd's directory (its default is then ./etcd-server), the serving certificate is --tls-cert-file's or generated in memory, and no admin kubeconfig is written.")
 	general.StringSliceVar(&o.BootstrapTypes, "bootstrap-types", o.BootstrapTypes,
 		"Types of the kcp profile served from the start, as resource.group (e.g. apiexports.apis.kcp.io); * serves all of them, as a kcp shard needs. An empty value serves none. Other types can be added at runtime by creating CRDs. Known: "+strings.Join(kcpcache.TypeNames(kcpcache.KcpTypes()), ", ")+".")
+	general.DurationVar(&o.SyntheticDelay, "synthetic-delay", o.SyntheticDelay,
+		"Hold every request back this long before serving it, as kcp's cache-server does with this flag: for tests of clients against a slow cache.")
+	fss.FlagSet("Debugging").StringVar(&o.ProfilerAddress, "profiler-address", o.ProfilerAddress,
+		"[host]:port to serve Go's profiler (/debug/pprof/) on, over plain HTTP and without authentication; empty serves none.")
 	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
 	o.Authentication.AddFlags(fss.FlagSet("Authentication"))
+	o.Authorization.AddFlags(fss.FlagSet("Authorization"))
 	o.Audit.AddFlags(fss.FlagSet("Auditing"))
 	o.Etcd.AddFlags(fss.FlagSet("Etcd"))
+	markKcpCompatibilityFlags(fss.FlagSet("Etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
 	o.Removal.AddFlags(fss.FlagSet("Data removal"))
 	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
@@ -108,13 +134,20 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 }
 
 // Complete fills in defaults that depend on other options.
+//
+// An empty RootDirectory stays empty, as in kcp's cache-server, where it
+// leaves the certificate directory unset (the serving certificate is then
+// --tls-cert-file's or generated in memory) and puts the embedded etcd in
+// ./etcd-server. kcp-operator relies on it: it passes --root-directory= with
+// --tls-cert-file and --embedded-etcd-directory on a read-only file system,
+// where the server may write only the etcd directory.
 func (o *Options) Complete() (CompletedOptions, error) {
-	if o.RootDirectory == "" {
-		o.RootDirectory = DefaultRootDirectory
-	}
-	root, err := filepath.Abs(o.RootDirectory)
-	if err != nil {
-		return CompletedOptions{}, fmt.Errorf("resolving --root-directory: %w", err)
+	root := ""
+	if o.RootDirectory != "" {
+		var err error
+		if root, err = filepath.Abs(o.RootDirectory); err != nil {
+			return CompletedOptions{}, fmt.Errorf("resolving --root-directory: %w", err)
+		}
 	}
 	o.RootDirectory = root
 	if err := o.applyFeatureGates(); err != nil {
@@ -125,11 +158,19 @@ func (o *Options) Complete() (CompletedOptions, error) {
 	}
 	o.EmbeddedEtcd.Enabled = len(o.Etcd.StorageConfig.Transport.ServerList) == 0
 	if o.EmbeddedEtcd.Directory == "" {
-		o.EmbeddedEtcd.Directory = filepath.Join(root, "etcd-server")
-	} else if !filepath.IsAbs(o.EmbeddedEtcd.Directory) {
-		o.EmbeddedEtcd.Directory = filepath.Join(root, o.EmbeddedEtcd.Directory)
+		o.EmbeddedEtcd.Directory = "etcd-server"
 	}
-	return CompletedOptions{&completedOptions{Options: *o}}, nil
+	if !filepath.IsAbs(o.EmbeddedEtcd.Directory) {
+		// Relative to the root directory, or to the working directory
+		// without one.
+		dir, err := filepath.Abs(filepath.Join(root, o.EmbeddedEtcd.Directory))
+		if err != nil {
+			return CompletedOptions{}, fmt.Errorf("resolving --embedded-etcd-directory: %w", err)
+		}
+		o.EmbeddedEtcd.Directory = dir
+	}
+	ignored := o.takeIgnoredFlags()
+	return CompletedOptions{&completedOptions{Options: *o, IgnoredFlags: ignored}}, nil
 }
 
 // Validate reports every invalid or contradictory setting.
@@ -137,6 +178,7 @@ func (o CompletedOptions) Validate() []error {
 	var errs []error
 	errs = append(errs, o.SecureServing.Validate()...)
 	errs = append(errs, o.Authentication.Validate()...)
+	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.Removal.Validate()...)
 	errs = append(errs, o.EmbeddedEtcd.ValidateStorage(!o.EmbeddedEtcd.Enabled)...)
@@ -150,11 +192,8 @@ func (o CompletedOptions) Validate() []error {
 	if _, err := o.Types(); err != nil {
 		errs = append(errs, fmt.Errorf("--bootstrap-types: %w", err))
 	}
-	if !o.Etcd.EnableWatchCache {
-		errs = append(errs, fmt.Errorf("--watch-cache=false is not supported: the cache server always serves from the watch cache"))
-	}
-	if o.Etcd.EnableGarbageCollection {
-		errs = append(errs, fmt.Errorf("--enable-garbage-collector is not supported: no garbage collector runs against the cache"))
+	if o.SyntheticDelay < 0 {
+		errs = append(errs, fmt.Errorf("--synthetic-delay must not be negative, got %s", o.SyntheticDelay))
 	}
 	return errs
 }

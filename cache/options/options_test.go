@@ -62,8 +62,6 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--watch-cache=false"}, "--watch-cache=false"},
-		{[]string{"--enable-garbage-collector=true"}, "garbage"},
 		{[]string{"--embedded-etcd-client-port=5000", "--embedded-etcd-peer-port=5000"}, "must differ"},
 		{[]string{"--embedded-etcd-peer-port=70000"}, "between 0 and 65535"},
 		{[]string{"--client-ca-file=/does/not/exist"}, "--client-ca-file"},
@@ -74,6 +72,11 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		{[]string{"--type-retention=-1s"}, "--type-retention"},
 		{[]string{"--removal-check-interval=0"}, "--removal-check-interval"},
 		{[]string{"--embedded-etcd-maintenance-interval=0"}, "--embedded-etcd-maintenance-interval"},
+		{[]string{"--synthetic-delay=-1s"}, "--synthetic-delay"},
+		{[]string{"--authorization-always-allow-paths=/a*/b"}, "--authorization-always-allow-paths"},
+		{[]string{"--embedded-etcd-listen-metrics-urls=127.0.0.1:2381"}, "--embedded-etcd-listen-metrics-urls"},
+		{[]string{"--embedded-etcd-quota-backend-bytes=-1"}, "--embedded-etcd-quota-backend-bytes"},
+		{[]string{"--embedded-etcd-wal-size-bytes=-1"}, "--embedded-etcd-wal-size-bytes"},
 	} {
 		c := parse(t, append([]string{"--root-directory=" + t.TempDir()}, tt.args...)...)
 		errs := c.Validate()

@@ -19,9 +19,10 @@ import (
 //
 // Authentication: the admin and loopback tokens (system:masters), then the
 // operator's identities (--client-ca-file, --token-auth-file), then a
-// host's authenticator, and anonymous only for health endpoints.
+// host's authenticator, and anonymous only where anyone may go: the health
+// endpoints, /version and --authorization-always-allow-paths.
 // Authorization: the cache's rules first, so that their denials are final
-// for every identity (a host's authorizer cannot widen them), then health
+// for every identity (a host's authorizer cannot widen them), then those
 // paths for anyone, then the host's authorizer, then a named default deny.
 func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, derived *derivedConfig, host *Host) error {
 	tokens := authentication.StaticTokens{Admin: derived.adminToken, HostShard: derived.hostShard, HostShardToken: derived.hostShardToken}
@@ -34,12 +35,11 @@ func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, 
 	if host != nil && host.Authenticator != nil {
 		authenticators = append(authenticators, host.Authenticator)
 	}
-	c.Authentication.Authenticator = authnunion.New(append(authenticators, authentication.AnonymousHealthChecks)...)
-
-	pathAuthorizer, err := authzpath.NewAuthorizer(authentication.PublicPaths())
+	pathAuthorizer, err := authzpath.NewAuthorizer(append(authentication.PublicPaths(), derived.alwaysAllowPaths...))
 	if err != nil {
-		return err
+		return fmt.Errorf("--authorization-always-allow-paths: %w", err)
 	}
+	c.Authentication.Authenticator = authnunion.New(append(authenticators, authentication.AnonymousWhereAllowed(pathAuthorizer))...)
 	authorization.RegisterMetrics()
 	authorizers := []authzunion.NamedAuthorizer{
 		{AuthorizerName: "cache", Authorizer: authorization.New()},

@@ -66,6 +66,11 @@ type ExtraConfig struct {
 	// Removal says when the data of shards and types that are gone is
 	// removed; NewConfig takes it from the options.
 	Removal removal.Config
+
+	// SyntheticDelay holds every request back this long (kcp's
+	// --synthetic-delay, for tests of slow caches); NewConfig takes it from
+	// the options.
+	SyntheticDelay time.Duration
 }
 
 // StandInConfig turns a cache server into a stand-in for a kcp shard, a
@@ -95,6 +100,11 @@ type derivedConfig struct {
 	servingCAData []byte
 	// kubeconfigPath is where the admin kubeconfig is written; empty skips it.
 	kubeconfigPath string
+	// profilerAddress is where New serves Go's profiler; empty serves none.
+	profilerAddress string
+	// alwaysAllowPaths are non-resource paths anyone may reach, on top of
+	// the health paths and /version (--authorization-always-allow-paths).
+	alwaysAllowPaths []string
 
 	// hostLoopback is the host's loopback configuration when the cache is
 	// mounted (see NewMountedConfig); nil for a standalone server.
@@ -105,7 +115,8 @@ type derivedConfig struct {
 	hostShardToken string
 
 	// etcdStorage reaches the etcd the data lives in, for the epoch; and
-	// epochFile is where the server records the epoch between starts.
+	// epochFile is where the server records the epoch between starts
+	// (empty: without a root directory, nowhere).
 	etcdStorage storagebackend.Config
 	epochFile   string
 }
@@ -134,6 +145,16 @@ type completedConfig struct {
 // NewConfig turns completed options into the configuration of a standalone
 // server. It creates (or reuses) the serving certificate and admin token
 // under the root directory and opens the secure listener, but starts nothing.
+//
+// Without a root directory (--root-directory=, as kcp-operator runs kcp's
+// cache on a read-only file system) it writes nothing but the embedded
+// etcd's directory: the serving certificate is --tls-cert-file's or lives in
+// memory, the admin token lives in memory and no kubeconfig is written
+// (clients use --client-ca-file identities), the embedded etcd's TLS files
+// go into its own directory (as kcp's embedded etcd keeps its own), and the
+// epoch is not recorded between starts (see epochKeeper: a data directory
+// copied back from an older backup is then not told apart; a new or
+// restored etcd still is).
 func NewConfig(opts options.CompletedOptions) (*Config, error) {
 	return newConfig(opts, nil)
 }
@@ -153,10 +174,13 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--bootstrap-types: %w", err)
 	}
-	if err := os.MkdirAll(opts.RootDirectory, 0o700); err != nil {
-		return nil, fmt.Errorf("creating root directory: %w", err)
+	root := opts.RootDirectory
+	if root != "" {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return nil, fmt.Errorf("creating root directory: %w", err)
+		}
 	}
-	var derived derivedConfig
+	derived := derivedConfig{alwaysAllowPaths: opts.Authorization.AlwaysAllowPaths}
 
 	if opts.EmbeddedEtcd.Enabled {
 		ec, err := embeddedetcd.Config{
@@ -165,13 +189,22 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 			ClientPort:          opts.EmbeddedEtcd.ClientPort,
 			PeerPort:            opts.EmbeddedEtcd.PeerPort,
 			MaintenanceInterval: opts.EmbeddedEtcd.MaintenanceInterval,
+			QuotaBackendBytes:   opts.EmbeddedEtcd.QuotaBackendBytes,
+			WALSegmentSizeBytes: opts.EmbeddedEtcd.WALSegmentSizeBytes,
+			ListenMetricsURLs:   opts.EmbeddedEtcd.ListenMetricsURLs,
+			ForceNewCluster:     opts.EmbeddedEtcd.ForceNewCluster,
 		}.WithPorts()
 		if err != nil {
 			return nil, err
 		}
 		// Only this process may reach the member: TLS with client
-		// certificates, regenerated at every start under the root directory.
-		tlsFiles, err := embeddedetcd.GenerateTLS(filepath.Join(opts.RootDirectory, EmbeddedEtcdCertsDirName))
+		// certificates, regenerated at every start under the root
+		// directory, or in the member's own directory without one.
+		certsParent := root
+		if certsParent == "" {
+			certsParent = opts.EmbeddedEtcd.Directory
+		}
+		tlsFiles, err := embeddedetcd.GenerateTLS(filepath.Join(certsParent, EmbeddedEtcdCertsDirName))
 		if err != nil {
 			return nil, fmt.Errorf("embedded etcd certificates: %w", err)
 		}
@@ -182,7 +215,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		transport.TrustedCAFile, transport.CertFile, transport.KeyFile = tlsFiles.CAFile, tlsFiles.ClientCertFile, tlsFiles.ClientKeyFile
 	}
 	derived.storage = opts.Etcd.StorageConfig
-	token, err := authentication.LoadOrCreateAdminToken(filepath.Join(opts.RootDirectory, authentication.AdminTokenFileName))
+	tokenFile := ""
+	if root != "" {
+		tokenFile = filepath.Join(root, authentication.AdminTokenFileName)
+	}
+	token, err := authentication.LoadOrCreateAdminToken(tokenFile)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +255,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		return nil, err
 	}
 	derived.etcdStorage = opts.Etcd.StorageConfig
-	derived.epochFile = filepath.Join(opts.RootDirectory, epoch.FileName)
+	if root != "" {
+		derived.epochFile = filepath.Join(root, epoch.FileName)
+	}
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.
@@ -241,6 +280,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				TypeRetention:  opts.Removal.TypeRetention,
 				CheckInterval:  opts.Removal.CheckInterval,
 			},
+			SyntheticDelay: opts.SyntheticDelay,
 		},
 		derived: derived,
 	}
@@ -258,7 +298,11 @@ func applyStandaloneServing(opts options.CompletedOptions, generic *genericapise
 		return err
 	}
 	derived.servingCAData = caData
-	derived.kubeconfigPath = filepath.Join(opts.RootDirectory, KubeconfigFileName)
+	if opts.RootDirectory != "" {
+		derived.kubeconfigPath = filepath.Join(opts.RootDirectory, KubeconfigFileName)
+	}
+	// The profiler is the process's: a mounted cache leaves it to its host.
+	derived.profilerAddress = opts.ProfilerAddress
 	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return err
 	}

@@ -34,7 +34,8 @@ func (c *completedConfig) buildHandlerChain(apiHandler http.Handler, gc *generic
 		h := filters.WithRequestGuard(c.plane.Handler(apiHandler), guard)
 		h = genericapiserver.DefaultBuildHandlerChain(h, gc)
 		h = filters.WithPartition(h, apiextensionsapiserver.Codecs, c.StandIn.PathScoper)
-		return filters.WithEpoch(h, c.epoch.Epoch)
+		h = filters.WithEpoch(h, c.epoch.Epoch)
+		return filters.WithSyntheticDelay(h, c.Extra.SyntheticDelay)
 	}
 	if c.StandIn.Mount != nil {
 		build = c.StandIn.Mount.WrapHandlerChain(build)

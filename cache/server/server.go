@@ -17,6 +17,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
 	"github.com/kcp-cache/kcp-cache/cache/server/shardmetrics"
 )
 
@@ -48,6 +49,8 @@ type Server struct {
 	// hostShardConfig reaches a mounted cache as the host's shard.
 	hostShardConfig *rest.Config
 	kubeconfigPath  string
+	// profiler serves Go's profiler from New until stop; nil without one.
+	profiler *profiler.Server
 
 	mu sync.Mutex
 	// closed is set by Close; Run refuses to start after it.
@@ -72,6 +75,12 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 			s.stop()
 		}
 	}()
+	// First, so that the start itself can be profiled.
+	if addr := c.derived.profilerAddress; addr != "" {
+		if s.profiler, err = profiler.Start(ctx, addr); err != nil {
+			return nil, err
+		}
+	}
 	if c.derived.embeddedEtcd != nil {
 		if s.etcd, err = embeddedetcd.Start(ctx, *c.derived.embeddedEtcd); err != nil {
 			return nil, err
@@ -273,6 +282,9 @@ func (s *Server) stop() {
 		}
 		if s.etcd != nil {
 			s.etcd.Close()
+		}
+		if s.profiler != nil {
+			s.profiler.Close()
 		}
 	})
 }

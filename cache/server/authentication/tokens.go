@@ -11,6 +11,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
@@ -57,19 +58,29 @@ func (t StaticTokens) Authenticator() authenticator.Request {
 	return authenticatorfactory.NewFromTokens(tokens, nil)
 }
 
-// AnonymousHealthChecks authenticates credential-less requests for health
-// endpoints (and their individual checks, /readyz/<check>) as anonymous;
-// any other request without credentials stays unauthenticated (401).
-var AnonymousHealthChecks = authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
-	if p := req.URL.Path; p != VersionPath && !kcpcache.IsHealthPath(p) {
-		return nil, false, nil
-	}
-	return &authenticator.Response{User: &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
-})
+// AnonymousWhereAllowed authenticates credential-less requests as anonymous
+// where paths lets anyone in: the server's path authorizer of PublicPaths
+// and --authorization-always-allow-paths. Any other request without
+// credentials stays unauthenticated (401). The same authorizer decides both,
+// so that what anonymous clients may reach and what anyone is allowed
+// cannot drift apart.
+func AnonymousWhereAllowed(paths authorizer.Authorizer) authenticator.Request {
+	return authenticator.RequestFunc(func(req *http.Request) (*authenticator.Response, bool, error) {
+		d, _, err := paths.Authorize(req.Context(), authorizer.AttributesRecord{Path: req.URL.Path, ResourceRequest: false})
+		if err != nil || d != authorizer.DecisionAllow {
+			return nil, false, nil
+		}
+		return &authenticator.Response{User: &user.DefaultInfo{Name: user.Anonymous, Groups: []string{user.AllUnauthenticated}}}, true, nil
+	})
+}
 
 // LoadOrCreateAdminToken keeps the admin token stable across restarts, so
-// that a kubeconfig copied elsewhere keeps working.
+// that a kubeconfig copied elsewhere keeps working. Without a path (no root
+// directory) the token lives only as long as the process.
 func LoadOrCreateAdminToken(path string) (string, error) {
+	if path == "" {
+		return RandomToken()
+	}
 	if b, err := os.ReadFile(path); err == nil {
 		if t := strings.TrimSpace(string(b)); t != "" {
 			return t, nil

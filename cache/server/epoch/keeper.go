@@ -72,7 +72,8 @@ type Keeper struct {
 }
 
 // NewKeeper connects to the etcd of storage; file is where the record
-// lives. Storage without etcd servers (data that lives only as long as the
+// lives (empty: nowhere, for a server without a root directory; a data
+// directory copied back from an older backup then goes unnoticed). Storage without etcd servers (data that lives only as long as the
 // process) has an epoch of its own at every start, with nothing to record.
 func NewKeeper(storage storagebackend.Config, file string) (*Keeper, error) {
 	t := storage.Transport
@@ -266,6 +267,9 @@ func epochOf(clusterID uint64, marker string) string {
 
 func readEpochRecord(file string) (epochRecord, error) {
 	var rec epochRecord
+	if file == "" {
+		return rec, nil
+	}
 	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return rec, nil
@@ -277,8 +281,12 @@ func readEpochRecord(file string) (epochRecord, error) {
 }
 
 // writeEpochRecord replaces file atomically, so a crash leaves the old
-// record or the new one.
+// record or the new one. Without a file (no root directory) nothing is
+// recorded.
 func writeEpochRecord(file string, rec epochRecord) error {
+	if file == "" {
+		return nil
+	}
 	data, err := json.Marshal(rec)
 	if err != nil {
 		return err

@@ -9,6 +9,10 @@ import (
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
+	// kcp's cache-server offers --logging-format=json and its
+	// --log-json-* flags; so does this one.
+	_ "k8s.io/component-base/logs/json/register"
+
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/examples/internal/command"
@@ -24,7 +28,11 @@ func NewCommand() *cobra.Command {
 logical cluster under /services/cache/shards/{shard}/clusters/{cluster}/. Without
 --etcd-servers it runs an embedded etcd under --root-directory that only this
 process can reach. Shards authenticate as system:kcp:shard:<name> (--client-ca-file
-or --token-auth-file) and may write only their own partition.`,
+or --token-auth-file) and may write only their own partition.
+
+Every flag of kcp's cache-server is accepted, so that it replaces kcp's binary or
+image with the same arguments; the few that cannot mean anything here say so
+below and are logged at start when set.`,
 	}
 	return command.New(cmd, opts.AddFlags, func(ctx context.Context) error {
 		completed, err := opts.Complete()
@@ -35,6 +43,10 @@ or --token-auth-file) and may write only their own partition.`,
 			return utilerrors.NewAggregate(errs)
 		}
 		ctx = klog.NewContext(ctx, klog.Background().WithName("cache-server"))
+		logger := klog.FromContext(ctx)
+		for _, f := range completed.IgnoredFlags {
+			logger.Info("Flag accepted for compatibility with kcp's cache-server has no effect", "flag", f.Name, "value", f.Value, "reason", f.Reason)
+		}
 		cfg, err := server.NewConfig(completed)
 		if err != nil {
 			return err
@@ -44,8 +56,12 @@ or --token-auth-file) and may write only their own partition.`,
 			return err
 		}
 		defer srv.Close()
-		klog.FromContext(ctx).Info("Serving", "admin-kubeconfig", srv.KubeconfigPath(),
-			"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", srv.KubeconfigPath(), srv.AdminConfig().Host))
+		if path := srv.KubeconfigPath(); path != "" {
+			logger.Info("Serving", "admin-kubeconfig", path,
+				"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", path, srv.AdminConfig().Host))
+		} else {
+			logger.Info("Serving without a root directory: no admin kubeconfig; clients authenticate with --client-ca-file or --token-auth-file identities", "address", srv.AdminConfig().Host)
+		}
 		return srv.PrepareRun().Run(ctx)
 	})
 }
