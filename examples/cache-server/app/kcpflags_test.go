@@ -93,12 +93,13 @@ var kcpCacheServerFlags = map[string][]string{
 
 // The argument lists kcp's cache is started with in practice.
 var kcpArgumentLists = map[string][]string{
-	// kcp-operator: its CacheServer resource (embedded etcd, then external).
-	"kcp-operator embedded etcd": {"--tls-cert-file=/etc/cache-server/tls/tls.crt", "--tls-private-key-file=/etc/cache-server/tls/tls.key",
-		"--root-directory=", "--client-ca-file=/etc/cache-server/client-ca/tls.crt", "--embedded-etcd-directory=/var/etcd", "-v=2"},
-	"kcp-operator external etcd": {"--tls-cert-file=/etc/cache-server/tls/tls.crt", "--tls-private-key-file=/etc/cache-server/tls/tls.key",
-		"--root-directory=", "--client-ca-file=/etc/cache-server/client-ca/tls.crt", "--etcd-servers=https://etcd:2379", "--etcd-prefix=/cache",
-		"--etcd-cafile=/etc/etcd/ca.crt", "--etcd-certfile=/etc/etcd/tls.crt", "--etcd-keyfile=/etc/etcd/tls.key", "-v=2"},
+	// kcp-operator: its CacheServer resource (embedded etcd, then external),
+	// kcp-operator internal/resources/compiledcacheserver/deployment.go getArgs.
+	"kcp-operator embedded etcd": {"--tls-cert-file=/etc/cache-server/tls/server/tls.crt", "--tls-private-key-file=/etc/cache-server/tls/server/tls.key",
+		"--root-directory=", "--client-ca-file=/etc/cache-server/tls/ca/root/tls.crt", "--embedded-etcd-directory=/var/etcd", "-v=2"},
+	"kcp-operator external etcd": {"--tls-cert-file=/etc/cache-server/tls/server/tls.crt", "--tls-private-key-file=/etc/cache-server/tls/server/tls.key",
+		"--root-directory=", "--client-ca-file=/etc/cache-server/tls/ca/root/tls.crt", "--etcd-servers=https://etcd:2379", "--etcd-prefix=/cache",
+		"--etcd-cafile=/etc/cache-server/etcd/ca.crt", "--etcd-certfile=/etc/cache-server/etcd/tls.crt", "--etcd-keyfile=/etc/cache-server/etcd/tls.key", "-v=2"},
 	// kcp cmd/sharded-test-server/cache.go (embedded etcd, then external).
 	"sharded-test-server embedded etcd": {"--root-directory=.kcp/.kcp-cache", "--bind-address=127.0.0.1", "--secure-port=8012",
 		"--synthetic-delay=0s", "--client-ca-file=.kcp/client-ca.crt", "--embedded-etcd-client-port=8010", "--embedded-etcd-peer-port=8011"},
