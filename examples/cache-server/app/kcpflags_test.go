@@ -100,6 +100,10 @@ var kcpArgumentLists = map[string][]string{
 	"kcp-operator external etcd": {"--tls-cert-file=/etc/cache-server/tls/server/tls.crt", "--tls-private-key-file=/etc/cache-server/tls/server/tls.key",
 		"--root-directory=", "--client-ca-file=/etc/cache-server/tls/ca/root/tls.crt", "--etcd-servers=https://etcd:2379", "--etcd-prefix=/cache",
 		"--etcd-cafile=/etc/cache-server/etcd/ca.crt", "--etcd-certfile=/etc/cache-server/etcd/tls.crt", "--etcd-keyfile=/etc/cache-server/etcd/tls.key", "-v=2"},
+	// kcp-dev/helm-charts charts/cache/templates/cache-deployment.yaml, with
+	// profiling on (kcp's own cache-server has no --profiler-address).
+	"kcp helm chart": {"--embedded-etcd-client-port=8010", "--embedded-etcd-peer-port=8011", "--secure-port=8012", "--synthetic-delay=0s",
+		"--tls-private-key-file=/etc/cache/tls/server/tls.key", "--tls-cert-file=/etc/cache/tls/server/tls.crt", "--v=2", "--profiler-address=0.0.0.0:6060"},
 	// kcp cmd/sharded-test-server/cache.go (embedded etcd, then external).
 	"sharded-test-server embedded etcd": {"--root-directory=.kcp/.kcp-cache", "--bind-address=127.0.0.1", "--secure-port=8012",
 		"--synthetic-delay=0s", "--client-ca-file=.kcp/client-ca.crt", "--embedded-etcd-client-port=8010", "--embedded-etcd-peer-port=8011"},
