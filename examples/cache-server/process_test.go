@@ -41,9 +41,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cacheServerBinary builds this package's binary, once.
+// binaryEnv names a binary to test instead of building one: the static
+// binary the Dockerfile builds, for instance. Another user must be able to
+// run it (see TestKcpOperatorDeployment).
+const binaryEnv = "KCP_CACHE_SERVER_BINARY"
+
+// cacheServerBinary builds this package's binary, once, unless binaryEnv
+// names one.
 func cacheServerBinary(t *testing.T) string {
 	t.Helper()
+	if path := os.Getenv(binaryEnv); path != "" {
+		return path
+	}
 	built.once.Do(func() {
 		if built.dir, built.err = os.MkdirTemp("", "kcp-cache-binary-"); built.err != nil {
 			return
