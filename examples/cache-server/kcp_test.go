@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/pki"
@@ -331,7 +331,7 @@ var apiExports = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1a
 // both in a wildcard list, as kcp's informers read them.
 func checkShardsWriteAndRead(t *testing.T, ctx context.Context, cfg *rest.Config) {
 	t.Helper()
-	partitions := []cache.Scope{{Shard: "root", Cluster: "root"}, {Shard: "shard-1", Cluster: "2x9j3n5h"}}
+	partitions := []kcpcache.Scope{{Shard: "root", Cluster: "root"}, {Shard: "shard-1", Cluster: "2x9j3n5h"}}
 	for _, s := range partitions {
 		export := &unstructured.Unstructured{Object: map[string]interface{}{
 			"apiVersion": apiExports.GroupVersion().String(),
@@ -346,17 +346,17 @@ func checkShardsWriteAndRead(t *testing.T, ctx context.Context, cfg *rest.Config
 		if err != nil {
 			t.Fatalf("reading back %s: %v", export.GetName(), err)
 		}
-		if a := got.GetAnnotations(); a[cache.AnnotationShard] != s.Shard || a[cache.AnnotationCluster] != s.Cluster {
+		if a := got.GetAnnotations(); a[kcpcache.AnnotationShard] != s.Shard || a[kcpcache.AnnotationCluster] != s.Cluster {
 			t.Errorf("%s read back with annotations %v, want shard %s cluster %s", export.GetName(), a, s.Shard, s.Cluster)
 		}
 	}
-	list, err := partitionClient(t, cfg, cache.Scope{Shard: cache.Wildcard, Cluster: cache.Wildcard}).List(ctx, metav1.ListOptions{})
+	list, err := partitionClient(t, cfg, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, u := range list.Items {
-		names = append(names, u.GetAnnotations()[cache.AnnotationShard]+"/"+u.GetName())
+		names = append(names, u.GetAnnotations()[kcpcache.AnnotationShard]+"/"+u.GetName())
 	}
 	slices.Sort(names)
 	if want := []string{"root/export-of-root", "shard-1/export-of-shard-1"}; !slices.Equal(names, want) {
@@ -364,10 +364,10 @@ func checkShardsWriteAndRead(t *testing.T, ctx context.Context, cfg *rest.Config
 	}
 }
 
-func partitionClient(t *testing.T, cfg *rest.Config, s cache.Scope) dynamic.ResourceInterface {
+func partitionClient(t *testing.T, cfg *rest.Config, s kcpcache.Scope) dynamic.ResourceInterface {
 	t.Helper()
 	c := rest.CopyConfig(cfg)
-	c.Host += cache.ScopedPathPrefix(s)
+	c.Host += kcpcache.ScopedPathPrefix(s)
 	d, err := dynamic.NewForConfig(c)
 	if err != nil {
 		t.Fatal(err)
