@@ -2,16 +2,20 @@ package opaque
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
@@ -254,5 +258,59 @@ func TestReflectionSeesTheWholeObject(t *testing.T) {
 	}
 	if back.GetName() != "w" || back.GetAnnotations()["a"] != "b" || !strings.Contains(back.Body(), `"spec":{"x":[1,{"y":"}"}]}`) {
 		t.Errorf("converted back: %+v %s", back.ObjectMeta, back.Body())
+	}
+}
+
+func TestSemanticEqualityComparesContentNotRepresentation(t *testing.T) {
+	fromStorage := decodeStoredT(t, stored)
+	fromRequest := &Object{}
+	if err := decodeRequest([]byte(stored), fromRequest); err != nil {
+		t.Fatal(err)
+	}
+	if fromStorage.partial == fromRequest.partial {
+		t.Fatalf("the two objects should differ in how much metadata they parsed")
+	}
+	if !equality.Semantic.DeepEqual(fromStorage, fromRequest) {
+		t.Errorf("the same object read from storage and from a request are not equal")
+	}
+	for name, change := range map[string]func(o *Object){
+		"label":           func(o *Object) { o.SetLabels(map[string]string{"l": "v"}) },
+		"annotation":      func(o *Object) { o.SetAnnotations(map[string]string{"a": "c"}) },
+		"body":            func(o *Object) { o.SetBody(`"spec":{}`) },
+		"resourceVersion": func(o *Object) { o.SetResourceVersion("7") },
+		"managedFields timestamp": func(o *Object) {
+			now := metav1.Now()
+			o.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.io/v1", Time: &now}})
+		},
+	} {
+		changed := fromStorage.DeepCopy()
+		change(changed)
+		if equality.Semantic.DeepEqual(fromStorage, changed) || equality.Semantic.DeepEqual(changed, fromRequest) {
+			t.Errorf("objects that differ in their %s are equal", name)
+		}
+	}
+}
+
+// The registry compares the objects of every update whose managedFields
+// changed only in their timestamps; reflection alone panics on Object.
+func TestUpdateThatOnlyMovesManagedFieldsTimestampsIsCompared(t *testing.T) {
+	entry := func(sec int) metav1.ManagedFieldsEntry {
+		at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC))
+		return metav1.ManagedFieldsEntry{Manager: "m", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "example.io/v1", Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:x":{}}}`)}}
+	}
+	old := decodeStoredT(t, stored).DeepCopy()
+	old.SetManagedFields([]metav1.ManagedFieldsEntry{entry(1)})
+	for _, body := range []string{old.Body(), `"spec":{"x":[2]}`} {
+		updated := old.DeepCopy()
+		updated.SetBody(body)
+		updated.SetManagedFields([]metav1.ManagedFieldsEntry{entry(2)})
+		got, err := fieldmanager.IgnoreManagedFieldsTimestampsTransformer(context.Background(), updated, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts := got.(*Object).GetManagedFields()[0].Time; !ts.Equal(entry(2).Time) {
+			t.Errorf("body %s: the update's timestamp became %v", body, ts)
+		}
 	}
 }
