@@ -261,4 +261,18 @@ func TestCopiesKeepTheManagedFieldsTheyAreSent(t *testing.T) {
 			t.Errorf("the status manager was lost: %v", managers(forced))
 		}
 	})
+
+	t.Run("a JSON patch records its writer, as upstream does", func(t *testing.T) {
+		patched, err := copies.Patch(ctx, "owned", types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/replicas","value":11}]`), metav1.PatchOptions{FieldManager: "jsonpatcher"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners := map[string]string{}
+		for _, e := range patched.GetManagedFields() {
+			owners[e.Manager+"/"+string(e.Operation)] = string(e.FieldsV1.Raw)
+		}
+		if !strings.Contains(owners["jsonpatcher/Update"], "f:replicas") || strings.Contains(owners["intruder/Apply"], "f:replicas") {
+			t.Errorf("after a JSON patch of spec.replicas the owners are %v, want jsonpatcher owning it", owners)
+		}
+	})
 }
