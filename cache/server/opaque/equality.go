@@ -27,7 +27,7 @@ func semanticallyEqual(a, b Object) bool {
 	if a.TypeMeta != b.TypeMeta || a.Body() != b.Body() {
 		return false
 	}
-	if ra, rb := a.rawMeta(), b.rawMeta(); ra != "" && ra == rb && a.ResourceVersion == b.ResourceVersion {
+	if ra, rb := a.rawMeta(), b.rawMeta(); ra != "" && ra == rb && a.GetResourceVersion() == b.GetResourceVersion() {
 		return true
 	}
 	return equality.Semantic.DeepEqual(a.full(), b.full())

@@ -59,8 +59,8 @@ func sameJSON(t *testing.T, got, want string) {
 
 func TestStoredObjectIsServedUnderTheRequestedVersion(t *testing.T) {
 	o := decodeStoredT(t, stored)
-	if o.Name != "w" || o.UID != "u-1" || o.GetAnnotations()["a"] != "b" || o.APIVersion != "example.io/v1" {
-		t.Fatalf("metadata not parsed: %+v", o.ObjectMeta)
+	if o.GetName() != "w" || o.GetUID() != "u-1" || o.GetAnnotations()["a"] != "b" || o.APIVersion != "example.io/v1" {
+		t.Fatalf("metadata not parsed: %+v", o.full())
 	}
 	o.SetResourceVersion("42")
 	sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v2"}),
@@ -144,8 +144,8 @@ func TestRequestDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obj.(*Object)
-	if *gvk != *defaults || o.Name != "n" || o.ResourceVersion != "9" || o.Body() != `"spec":{"k":"v"}` {
-		t.Errorf("decoded %v %+v body %s", gvk, o.ObjectMeta, o.Body())
+	if *gvk != *defaults || o.GetName() != "n" || o.GetResourceVersion() != "9" || o.Body() != `"spec":{"k":"v"}` {
+		t.Errorf("decoded %v %+v body %s", gvk, o.full(), o.Body())
 	}
 
 	for name, body := range map[string]string{
@@ -185,10 +185,10 @@ func TestDeepCopyOwnsMetadataAndSharesBody(t *testing.T) {
 	}
 }
 
-func TestEqualStoredBytesAreHeldOnce(t *testing.T) {
+func TestStoredTypeNamesAreHeldOnce(t *testing.T) {
 	a, b := decodeStoredT(t, stored), decodeStoredT(t, stored)
-	if unsafe.StringData(a.Body()) != unsafe.StringData(b.Body()) {
-		t.Errorf("two decodes of the same bytes hold two copies")
+	if unsafe.StringData(a.APIVersion) != unsafe.StringData(b.APIVersion) || unsafe.StringData(a.Kind) != unsafe.StringData(b.Kind) {
+		t.Errorf("two decodes hold two copies of apiVersion and kind")
 	}
 }
 
@@ -201,7 +201,7 @@ func TestPartialMetadataIsCompleteWhenReadAndChanged(t *testing.T) {
 		`"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"ou"}],"finalizers":["f"],` +
 		`"managedFields":[{"manager":"m","operation":"Update"}]},"spec":{}}`
 	o := decodeStoredT(t, full)
-	if !o.partial {
+	if o.meta != nil {
 		t.Fatalf("an object from storage is not partial")
 	}
 	check := func(name string, m metav1.Object) {
@@ -220,7 +220,7 @@ func TestPartialMetadataIsCompleteWhenReadAndChanged(t *testing.T) {
 
 	changed := o.DeepCopy()
 	changed.SetLabels(map[string]string{"l": "1"})
-	if changed.partial || changed.rawMetaValid {
+	if changed.meta == nil || changed.rawMetaValid {
 		t.Errorf("a setter left the object partial or its stored bytes valid")
 	}
 	check("changed", changed)
@@ -257,7 +257,7 @@ func TestReflectionSeesTheWholeObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.GetName() != "w" || back.GetAnnotations()["a"] != "b" || !strings.Contains(back.Body(), `"spec":{"x":[1,{"y":"}"}]}`) {
-		t.Errorf("converted back: %+v %s", back.ObjectMeta, back.Body())
+		t.Errorf("converted back: %+v %s", back.full(), back.Body())
 	}
 }
 
@@ -267,7 +267,7 @@ func TestSemanticEqualityComparesContentNotRepresentation(t *testing.T) {
 	if err := decodeRequest([]byte(stored), fromRequest); err != nil {
 		t.Fatal(err)
 	}
-	if fromStorage.partial == fromRequest.partial {
+	if (fromStorage.meta == nil) == (fromRequest.meta == nil) {
 		t.Fatalf("the two objects should differ in how much metadata they parsed")
 	}
 	if !equality.Semantic.DeepEqual(fromStorage, fromRequest) {
@@ -313,4 +313,33 @@ func TestUpdateThatOnlyMovesManagedFieldsTimestampsIsCompared(t *testing.T) {
 			t.Errorf("body %s: the update's timestamp became %v", body, ts)
 		}
 	}
+}
+
+// The watch cache holds a partial Object for every cached object.
+func TestObjectStaysSmall(t *testing.T) {
+	if size := unsafe.Sizeof(Object{}); size > 224 {
+		t.Errorf("Object is %d bytes, more than the 224-byte size class it was made to fit", size)
+	}
+}
+
+func TestDeepCopyOfAPartialObjectOwnsItsHotMetadata(t *testing.T) {
+	o := decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","labels":{"l":"1"},"deletionTimestamp":"2026-01-02T03:04:05Z"}}`)
+	c := o.DeepCopy()
+	c.GetLabels()["l"] = "changed"
+	c.GetDeletionTimestamp().Time = c.GetDeletionTimestamp().Add(time.Hour)
+	if o.GetLabels()["l"] != "1" || o.GetDeletionTimestamp().Unix() != 1767323045 {
+		t.Errorf("changing a copy's labels or deletionTimestamp changed the original: %v %v", o.GetLabels(), o.GetDeletionTimestamp())
+	}
+}
+
+func TestEmptyObjectTakesMetadata(t *testing.T) {
+	o := NewObject("example.io/v1", "Widget")
+	o.SetResourceVersion("3")
+	o.SetName("w")
+	o.SetAnnotations(map[string]string{"a": "b"})
+	if o.GetName() != "w" || o.GetResourceVersion() != "3" || o.GetAnnotations()["a"] != "b" {
+		t.Errorf("empty object after setters: %+v", o.full())
+	}
+	sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}),
+		`{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"3","annotations":{"a":"b"}}}`)
 }
