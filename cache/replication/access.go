@@ -11,7 +11,9 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// fieldManager names the controller in the copies' managedFields.
+// fieldManager names the controller to the cache server's field manager. A
+// kcp-cache server keeps the origin's managedFields on copies and records no
+// writer; other servers record the controller under this name.
 const fieldManager = "kcp-cache-replication"
 
 // getLocalFromSource returns the shard's object under k if it is selected

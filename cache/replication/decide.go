@@ -45,19 +45,22 @@ type decision struct {
 // originOwnedFields are metadata fields of a local object that describe its
 // life on the shard rather than its content; a copy never carries the
 // origin's. deletionTimestamp cannot be written through the API at all.
-var originOwnedFields = []string{"resourceVersion", "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
+// managedFields are not among them: a copy carries its origin's field
+// ownership, as kcp's copies do (kcp compares a copy with its original field
+// by field, managedFields included), and the cache server keeps them as sent.
+var originOwnedFields = []string{"resourceVersion", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
 // comparedAwayFields are metadata fields ignored when a copy is compared
 // with its desired state: the cache server owns them (resourceVersion,
-// managedFields, selfLink), identity is checked separately (uid), or an
-// update could not change them anyway (creationTimestamp, deletion fields),
-// so a difference there must not cause an endless series of updates.
-var comparedAwayFields = []string{"resourceVersion", "managedFields", "uid", "selfLink", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"}
+// selfLink), identity is checked separately (uid), or an update could not
+// change them anyway (creationTimestamp, deletion fields), so a difference
+// there must not cause an endless series of updates.
+var comparedAwayFields = []string{"resourceVersion", "uid", "selfLink", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds"}
 
 // comparedAwayAnnotations are set by the cache server (shard, cluster) or
 // refreshed on every write (provenance). Leaving provenance out of the
-// comparison means a change of the origin's resourceVersion alone, without
-// a change of content (a managedFields-only update), does not cause a write.
+// comparison means the copy is rewritten when its content changes, not to
+// record a new origin resourceVersion alone.
 var comparedAwayAnnotations = []string{
 	kcpcache.AnnotationShard,
 	kcpcache.AnnotationCluster,
@@ -132,14 +135,19 @@ func isGone(local *unstructured.Unstructured) bool {
 }
 
 // desiredCopy returns the copy of local that the shard's partition should
-// hold: the whole object with the origin's uid, creationTimestamp and
-// generation, without what describes its life on the shard, and with the
-// shard and provenance annotations set. Whatever the shard's own server put
-// in the annotations this package owns is replaced.
+// hold: the whole object with the origin's uid, creationTimestamp,
+// generation and managedFields, without what describes its life on the
+// shard, and with the shard and provenance annotations set. Whatever the
+// shard's own server put in the annotations this package owns is replaced.
 func desiredCopy(shard string, local *unstructured.Unstructured) *unstructured.Unstructured {
 	out := local.DeepCopy()
 	for _, f := range originOwnedFields {
 		unstructured.RemoveNestedField(out.Object, "metadata", f)
+	}
+	if mf, _, _ := unstructured.NestedFieldNoCopy(out.Object, "metadata", "managedFields"); isEmpty(mf) {
+		// An update without managedFields keeps the copy's; an empty list
+		// asks the server for none, as the origin has.
+		_ = unstructured.SetNestedSlice(out.Object, []interface{}{}, "metadata", "managedFields")
 	}
 	annotations := out.GetAnnotations()
 	if annotations == nil {
@@ -208,7 +216,7 @@ func comparable(obj map[string]interface{}, ignoreGeneration bool) map[string]in
 		}
 		md["annotations"] = kept
 	}
-	for _, f := range []string{"annotations", "labels", "finalizers", "ownerReferences"} {
+	for _, f := range []string{"annotations", "labels", "finalizers", "ownerReferences", "managedFields"} {
 		if isEmpty(md[f]) {
 			delete(md, f)
 		}

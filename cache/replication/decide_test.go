@@ -22,7 +22,7 @@ func localExport(mutate ...func(*unstructured.Unstructured)) *unstructured.Unstr
 			"generation":        int64(3),
 			"creationTimestamp": "2026-01-02T03:04:05Z",
 			"selfLink":          "/apis/apis.kcp.io/v1alpha1/apiexports/export",
-			"managedFields":     []interface{}{map[string]interface{}{"manager": "kcp"}},
+			"managedFields":     originManagedFields(),
 			"annotations": map[string]interface{}{
 				kcpcache.AnnotationCluster: "root",
 				kcpcache.AnnotationPath:    "root:org",
@@ -38,10 +38,26 @@ func localExport(mutate ...func(*unstructured.Unstructured)) *unstructured.Unstr
 	return u
 }
 
+// originManagedFields are the field ownership the shard's server recorded.
+func originManagedFields() []interface{} {
+	return []interface{}{
+		map[string]interface{}{"manager": "kubectl-edit", "operation": "Update", "apiVersion": "apis.kcp.io/v1alpha1", "time": "2026-01-02T03:04:05Z", "fieldsType": "FieldsV1",
+			"fieldsV1": map[string]interface{}{"f:spec": map[string]interface{}{".": map[string]interface{}{}, "f:replicas": map[string]interface{}{}}}},
+		map[string]interface{}{"manager": "kcp", "operation": "Update", "apiVersion": "apis.kcp.io/v1alpha1", "time": "2026-01-02T03:04:06Z", "fieldsType": "FieldsV1", "subresource": "status",
+			"fieldsV1": map[string]interface{}{"f:status": map[string]interface{}{"f:phase": map[string]interface{}{}}}},
+	}
+}
+
+func withManagedFields(mf []interface{}) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, mf, "metadata", "managedFields")
+	}
+}
+
 // cachedCopy is the copy of localExport() as the cache serves it after a
 // create by the controller, written out by hand: the origin's content,
-// identity and generation, the cache's own resourceVersion and
-// managedFields, and the placement and provenance annotations.
+// identity, generation and managedFields, the cache's own resourceVersion,
+// and the placement and provenance annotations.
 func cachedCopy(mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]interface{}{
 		"apiVersion": "apis.kcp.io/v1alpha1",
@@ -52,7 +68,7 @@ func cachedCopy(mutate ...func(*unstructured.Unstructured)) *unstructured.Unstru
 			"resourceVersion":   "1007",
 			"generation":        int64(3),
 			"creationTimestamp": "2026-01-02T03:04:05Z",
-			"managedFields":     []interface{}{map[string]interface{}{"manager": fieldManager}},
+			"managedFields":     originManagedFields(),
 			"annotations": map[string]interface{}{
 				kcpcache.AnnotationCluster:                 "root",
 				kcpcache.AnnotationPath:                    "root:org",
@@ -120,6 +136,13 @@ func TestDecide(t *testing.T) {
 		{name: "copy got a label: update", local: localExport(), cached: cachedCopy(func(u *unstructured.Unstructured) {
 			u.SetLabels(map[string]string{"team": "a", "evil": "yes"})
 		}), want: actionUpdate},
+		{name: "local field ownership changed: update", local: localExport(withManagedFields(originManagedFields()[:1])), cached: cachedCopy(), want: actionUpdate},
+		{name: "copy field ownership tampered with: update", local: localExport(), cached: cachedCopy(withManagedFields(append(originManagedFields(), map[string]interface{}{"manager": "intruder", "operation": "Apply"}))), want: actionUpdate},
+		{name: "copy lost its field ownership: update", local: localExport(), cached: cachedCopy(withManagedFields(nil)), want: actionUpdate},
+		{name: "local without field ownership, copy with: update", local: localExport(withManagedFields(nil)), cached: cachedCopy(), want: actionUpdate},
+		{name: "neither has field ownership", local: localExport(withManagedFields(nil)), cached: cachedCopy(func(u *unstructured.Unstructured) {
+			unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+		}), want: actionNone},
 		{name: "copy got an annotation: update", local: localExport(), cached: cachedCopy(withAnnotation("note", "x")), want: actionUpdate},
 		{name: "copy lost the path annotation: update", local: localExport(), cached: cachedCopy(func(u *unstructured.Unstructured) {
 			a := u.GetAnnotations()
@@ -206,8 +229,17 @@ func checkWritable(t *testing.T, d decision, local, cached *unstructured.Unstruc
 	if a[kcpcache.AnnotationPath] != "root:org" {
 		t.Errorf("the origin's own annotations must be kept, got %v", a)
 	}
-	if len(o.GetManagedFields()) != 0 || o.GetSelfLink() != "" || o.GetDeletionTimestamp() != nil {
+	if o.GetSelfLink() != "" || o.GetDeletionTimestamp() != nil {
 		t.Errorf("origin-owned metadata leaked into the copy: %v", o.Object["metadata"])
+	}
+	// The origin's field ownership, or an explicit empty list that asks the
+	// server for none (an update without the field would keep the copy's).
+	wantMF, _, _ := unstructured.NestedFieldNoCopy(local.Object, "metadata", "managedFields")
+	if mf, ok := wantMF.([]interface{}); !ok || len(mf) == 0 {
+		wantMF = []interface{}{}
+	}
+	if got, _, _ := unstructured.NestedFieldNoCopy(o.Object, "metadata", "managedFields"); !reflect.DeepEqual(got, wantMF) {
+		t.Errorf("the copy carries managedFields %v, want %v", got, wantMF)
 	}
 	created, localCreated := o.GetCreationTimestamp(), local.GetCreationTimestamp()
 	if o.GetGeneration() != local.GetGeneration() || !created.Equal(&localCreated) {

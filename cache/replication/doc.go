@@ -9,7 +9,7 @@
 // local object with its copy and act:
 //   - local present, copy missing: create the copy;
 //   - both present, different in anything but server-owned fields
-//     (resourceVersion, managedFields, the copy's uid, creationTimestamp, the
+//     (resourceVersion, the copy's uid, creationTimestamp, the
 //     shard, cluster and provenance annotations): update the copy, at the
 //     resourceVersion it was read at;
 //   - copy with another UID (the name was deleted and created again on the
@@ -34,8 +34,9 @@
 //   - Mirror: once the queue is empty, every selected local object has one
 //     copy in the shard's partition, equal to it in everything but
 //     server-owned fields, and the partition holds no other copy.
-//   - Identity: a copy carries its origin's uid, creationTimestamp and
-//     generation, plus the provenance annotations
+//   - Identity: a copy carries its origin's uid, creationTimestamp,
+//     generation and managedFields (field ownership), plus the provenance
+//     annotations
 //     cache.kcp.io/original-resource-version and
 //     cache.kcp.io/original-resource-UID, refreshed on every write.
 //   - Persistence: nothing is given up. Conflicts, transient errors and

@@ -244,8 +244,24 @@ func copyProblem(shard string, local, c *unstructured.Unstructured) string {
 		return fmt.Sprintf("labels differ: local %v, copy %v", local.GetLabels(), c.GetLabels())
 	case !equality.Semantic.DeepEqual(originAnnotations(c), originAnnotations(local)):
 		return fmt.Sprintf("annotations differ: local %v, copy %v", local.GetAnnotations(), c.GetAnnotations())
+	case !equality.Semantic.DeepEqual(c.GetManagedFields(), local.GetManagedFields()):
+		return fmt.Sprintf("managedFields differ: local %v, copy %v", managerNames(local), managerNames(c))
 	}
 	return ""
+}
+
+func managerNames(u *unstructured.Unstructured) []string {
+	var out []string
+	for _, e := range u.GetManagedFields() {
+		out = append(out, e.Manager+"/"+string(e.Operation)+"@"+e.Time.UTC().Format(time.RFC3339))
+	}
+	return out
+}
+
+// ownership is field ownership as a shard's server records it.
+func ownership(manager string, at time.Time, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: exportsGVR.GroupVersion().String(),
+		Time: &metav1.Time{Time: at}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
 }
 
 // originAnnotations are an object's annotations without the ones the cache

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -143,6 +144,10 @@ func testRepairs(t *testing.T, h *harness) {
 	for _, name := range []string{"a", "b", "c"} {
 		mustCreate(t, s.localClient("root", exportsGVR), export(name, name))
 	}
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	owned := export("owned", "x")
+	owned.SetManagedFields([]metav1.ManagedFieldsEntry{ownership("kubectl-edit", created, `{"f:spec":{".":{},"f:value":{}}}`)})
+	mustCreate(t, s.localClient("root", exportsGVR), owned)
 	s.start(t)
 	s.waitMirrored(t)
 
@@ -155,10 +160,24 @@ func testRepairs(t *testing.T, h *harness) {
 		u.SetLabels(map[string]string{"evil": "yes"})
 	})
 	mustDelete(t, s.cacheClient("root", exportsGVR), "c")
+	mustMutate(t, s.cacheClient("root", exportsGVR), "owned", func(u *unstructured.Unstructured) {
+		u.SetManagedFields(append(u.GetManagedFields(), ownership("intruder", created, `{"f:spec":{"f:extra":{}}}`)))
+	})
 	stray := export("stray", "nobody's")
 	stray.SetAnnotations(map[string]string{kcpcache.AnnotationShard: "beige"})
 	mustCreate(t, s.cacheClient("root", exportsGVR), stray)
 	mustCreate(t, s.cacheClient("elsewhere", exportsGVR), export("stray", "nobody's"))
+	s.waitMirrored(t)
+
+	// A change of field ownership alone on the shard reaches the copy.
+	mustMutate(t, s.localClient("root", exportsGVR), "owned", func(u *unstructured.Unstructured) {
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{ownership("kubectl-edit", created, `{"f:spec":{".":{}}}`), ownership("scaler", created.Add(time.Minute), `{"f:spec":{"f:value":{}}}`)})
+	})
+	s.waitMirrored(t)
+	// And so does its loss.
+	mustMutate(t, s.localClient("root", exportsGVR), "owned", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedSlice(u.Object, []interface{}{}, "metadata", "managedFields")
+	})
 	s.waitMirrored(t)
 }
 

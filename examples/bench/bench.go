@@ -124,7 +124,7 @@ func (b *bench) runPhases(ctx context.Context) error {
 		{"churn", b.churn},
 	}
 	for _, s := range steps {
-		if s.name == "churn" && b.cfg.churnObjects == 0 {
+		if s.name == "churn" && b.cfg.churnObjects == 0 || !b.cfg.phases[s.name] {
 			continue
 		}
 		fn := s.fn
@@ -164,7 +164,7 @@ func (b *bench) warmUp(ctx context.Context) error {
 	}
 	const n = 20
 	for i := 0; i < n; i++ {
-		obj, err := apiExport(objectName("warmup", i), b.cfg.objectBytes)
+		obj, err := b.object(objectName("warmup", i))
 		if err != nil {
 			return err
 		}
@@ -217,6 +217,15 @@ func (b *bench) warmUp(ctx context.Context) error {
 	return nil
 }
 
+// object is an object of the data set, with managedFields when the
+// benchmark runs with -managed-fields.
+func (b *bench) object(name string) (*unstructured.Unstructured, error) {
+	if b.cfg.managedFields {
+		return ownedAPIExport(name, b.cfg.objectBytes)
+	}
+	return apiExport(name, b.cfg.objectBytes)
+}
+
 // create creates objects [from, to) named prefix-NNNNN in their partitions
 // with conc concurrent workers and returns the wall time of the creates alone.
 func (b *bench) create(ctx context.Context, prefix string, from, to, conc int) (time.Duration, error) {
@@ -230,7 +239,7 @@ func (b *bench) create(ctx context.Context, prefix string, from, to, conc int) (
 		if err != nil {
 			return 0, err
 		}
-		obj, err := apiExport(objectName(prefix, i), b.cfg.objectBytes)
+		obj, err := b.object(objectName(prefix, i))
 		if err != nil {
 			return 0, err
 		}

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
@@ -258,5 +261,49 @@ func TestQuickDefaultsYieldToExplicitFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-profile-phase", "nope"}); err == nil {
 		t.Error("an unknown profile phase must be refused")
+	}
+}
+
+func TestPhasesFlag(t *testing.T) {
+	c, err := parseFlags([]string{"-phases", "load, churn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
+		t.Errorf("phases = %v, want load and churn", c.phases)
+	}
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases) {
+		t.Errorf("default phases = %v (%v), want all of %v", all.phases, err, phases)
+	}
+	for _, bad := range []string{"load,nope", "get", "watch,create"} {
+		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
+			t.Errorf("-phases %s was accepted", bad)
+		}
+	}
+}
+
+// The managedFields of an owned export are those upstream's field manager
+// accepts, name every spec field once across both managers, and round-trip
+// through metav1.
+func TestOwnedAPIExportManagedFields(t *testing.T) {
+	u, err := ownedAPIExport("export-00042", 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf := u.GetManagedFields()
+	if len(mf) != 2 || mf[0].Manager != "kubectl-client-side-apply" || mf[1].Manager != "kcp" {
+		t.Fatalf("managers = %+v", mf)
+	}
+	if err := managedfields.ValidateManagedFields(mf); err != nil {
+		t.Fatalf("upstream refuses them: %v", err)
+	}
+	user, kcp := string(mf[0].FieldsV1.Raw), string(mf[1].FieldsV1.Raw)
+	for _, want := range []string{`"f:description"`, `"f:maximalPermissionPolicy"`, `"v:\"v240903-2f3c1a1b.widgets.example.dev\""`, `"k:{\"group\":\"\",\"resource\":\"secrets\"}"`, `"f:identityHash"`} {
+		if !strings.Contains(user, want) {
+			t.Errorf("the user's fields lack %s: %s", want, user)
+		}
+	}
+	if strings.Contains(user, `"f:identity"`) || !strings.Contains(kcp, `"f:secretRef"`) || strings.Contains(kcp, `"f:description"`) {
+		t.Errorf("identity must be kcp's alone: user %s, kcp %s", user, kcp)
 	}
 }

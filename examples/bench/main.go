@@ -12,6 +12,7 @@
 //	go run ./examples/bench -quick    # under a minute on 2 cores
 //	go run ./examples/bench -json     # machine-readable
 //	go run ./examples/bench -cpuprofile cpu.out -profile-phase list
+//	go run ./examples/bench -phases load -managed-fields   # memory with kcp-like managedFields
 //
 // All traffic stays on loopback; every loop is bounded in count and time.
 package main
@@ -56,6 +57,9 @@ type config struct {
 	churnIdle       time.Duration
 	seed            int64
 	serverLogs      bool
+	managedFields   bool
+	// phases are the phases to run; get, scoped and watch need load's data.
+	phases map[string]bool
 }
 
 var phases = []string{"load", "get", "scoped", "watch", "create", "churn"}
@@ -87,6 +91,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.churnIdle, "churn-idle", 2*time.Minute, "how long the churn phase idles after deleting before measuring memory")
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the random GET order")
 	fs.BoolVar(&c.serverLogs, "server-logs", false, "show the server's info logs on stderr (default: errors only)")
+	fs.BoolVar(&c.managedFields, "managed-fields", false, "give every object the managedFields a kcp shard records for it (two entries, about 1.2 KB), as kcp's copies carry them")
+	phaseList := fs.String("phases", strings.Join(phases, ","), "comma-separated phases to run, of "+strings.Join(phases, ", ")+" (get, scoped and watch need load)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.Var(klogFlags.Lookup("v").Value, "v", "server log verbosity (with -server-logs)")
@@ -131,10 +137,33 @@ func parseFlags(args []string) (config, error) {
 	case c.loadConcurrency < 1:
 		return c, fmt.Errorf("-load-concurrency must be positive")
 	}
+	c.phases = map[string]bool{}
+	for _, p := range strings.Split(*phaseList, ",") {
+		if p = strings.TrimSpace(p); !contains(phases, p) {
+			return c, fmt.Errorf("-phases: unknown phase %q; phases are %v", p, phases)
+		}
+		c.phases[p] = true
+	}
+	for _, p := range []string{"get", "scoped", "watch"} {
+		if c.phases[p] && !c.phases["load"] {
+			return c, fmt.Errorf("-phases: %s needs load", p)
+		}
+	}
 	if c.profilePhase != "all" && !contains(phases, c.profilePhase) {
 		return c, fmt.Errorf("-profile-phase must be all or one of %v", phases)
 	}
 	return c, nil
+}
+
+// phaseNames lists the selected phases in run order.
+func phaseNames(selected map[string]bool) []string {
+	var out []string
+	for _, p := range phases {
+		if selected[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func contains(list []string, s string) bool {
@@ -235,6 +264,7 @@ func newReport(cfg config) *report {
 			"creates_per_level": cfg.creates, "gets": cfg.gets, "list_reps": cfg.listReps,
 			"watchers": cfg.watchers, "watch_shared_conn": cfg.watchSharedConn,
 			"rate_per_s": cfg.rate, "duration": cfg.duration.String(), "quick": cfg.quick,
+			"managed_fields": cfg.managedFields, "phases": phaseNames(cfg.phases),
 		},
 		Environment: map[string]interface{}{
 			"go":                 runtime.Version(),

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -122,4 +123,85 @@ func apiExport(name string, specBytes int) (*unstructured.Unstructured, error) {
 		"metadata":   map[string]interface{}{"name": name},
 		"spec":       spec,
 	}}, nil
+}
+
+// ownedAPIExport is apiExport with the managedFields a kcp shard records for
+// such an object, as kcp's replication pushes them with every copy: the user
+// who created it owns the spec (kcp's APIExport schema tracks the set
+// latestResourceSchemas by value and the map list permissionClaims by group
+// and resource), and kcp's controller owns the identity it filled in.
+func ownedAPIExport(name string, specBytes int) (*unstructured.Unstructured, error) {
+	u, err := apiExport(name, specBytes)
+	if err != nil {
+		return nil, err
+	}
+	spec := u.Object["spec"].(map[string]interface{})
+	rest := make(map[string]interface{}, len(spec))
+	for k, v := range spec {
+		if k != "identity" {
+			rest[k] = v
+		}
+	}
+	created := time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC)
+	entry := func(manager string, at time.Time, spec map[string]interface{}) (interface{}, error) {
+		fields, err := json.Marshal(map[string]interface{}{"f:spec": ownedFields(spec)})
+		if err != nil {
+			return nil, err
+		}
+		var v interface{}
+		err = json.Unmarshal(fields, &v)
+		return map[string]interface{}{
+			"manager": manager, "operation": "Update", "apiVersion": apiExports.GroupVersion().String(),
+			"time": at.Format(time.RFC3339), "fieldsType": "FieldsV1", "fieldsV1": v,
+		}, err
+	}
+	user, err := entry("kubectl-client-side-apply", created, rest)
+	if err != nil {
+		return nil, err
+	}
+	kcp, err := entry("kcp", created.Add(time.Second), map[string]interface{}{"identity": spec["identity"]})
+	if err != nil {
+		return nil, err
+	}
+	u.Object["metadata"].(map[string]interface{})["managedFields"] = []interface{}{user, kcp}
+	return u, nil
+}
+
+// ownedFields is the FieldsV1 set of v as server-side apply records it for
+// APIExport's schema: a field per map member ("." for the map itself), a
+// value per member of a list of strings (a set), a key per member of a list
+// of maps (keyed by group and resource).
+func ownedFields(v interface{}) map[string]interface{} {
+	out := map[string]interface{}{}
+	switch t := v.(type) {
+	case map[string]interface{}:
+		if len(t) > 0 {
+			out["."] = map[string]interface{}{}
+		}
+		for k, c := range t {
+			out["f:"+k] = ownedFields(c)
+		}
+	case []interface{}:
+		for _, item := range t {
+			switch it := item.(type) {
+			case string:
+				b, _ := json.Marshal(it)
+				out["v:"+string(b)] = map[string]interface{}{}
+			case map[string]interface{}:
+				b, _ := json.Marshal(map[string]interface{}{"group": it["group"], "resource": it["resource"]})
+				out["k:"+string(b)] = ownedFields(it)
+			}
+		}
+	}
+	return out
+}
+
+// managedFieldsBytes is the size of an owned export's managedFields as JSON.
+func managedFieldsBytes(name string, specBytes int) (int, error) {
+	u, err := ownedAPIExport(name, specBytes)
+	if err != nil {
+		return 0, err
+	}
+	b, err := json.Marshal(u.Object["metadata"].(map[string]interface{})["managedFields"])
+	return len(b), err
 }

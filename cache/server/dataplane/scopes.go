@@ -23,8 +23,10 @@ type scopeConfig struct {
 // newRequestScopes builds one upstream RequestScope per served version of
 // r. Each version decodes into and encodes from the same objects; only the
 // version label differs. The field manager works on deduced types (there is
-// no schema); storage drops managedFields from copies in partitions, since
-// field ownership belongs to the origin shard.
+// no schema) and decides server-side apply; for a create or update of a copy
+// in a partition, storage keeps the managedFields the request sent (the
+// origin's), not the field manager's record of the writer (package
+// partition).
 func newRequestScopes(r Resource, t typing, tables rest.TableConvertor, c scopeConfig) (map[string]*handlers.RequestScope, error) {
 	serializer := opaque.NewSerializer(opaque.Type{Group: r.Group, Kind: r.Kind, ListKind: r.ListKind})
 	equivalent := runtime.NewEquivalentResourceRegistry()

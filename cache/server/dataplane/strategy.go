@@ -16,8 +16,8 @@ import (
 // strategy is the registry strategy of a schema-less type. It validates
 // nothing but the name: copies were validated on their shard, and the cache
 // must not reject what a newer shard sends. What makes a copy a copy (origin
-// uid, creationTimestamp and generation kept, partition annotations stamped,
-// no managedFields, no finalizers honoured) lives in package partition, in
+// uid, creationTimestamp, generation and managedFields kept, partition
+// annotations stamped, no finalizers honoured) lives in package partition, in
 // one place for every type.
 type strategy struct {
 	runtime.ObjectTyper

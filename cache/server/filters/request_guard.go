@@ -3,20 +3,24 @@ package filters
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	kjson "sigs.k8s.io/json"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
@@ -76,7 +80,7 @@ func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
 
 		if !scope.IsSystem() && (info.Verb == "create" || info.Verb == "update" || info.Verb == "patch") && info.Subresource == "" {
 			var err error
-			if req, err = withOriginMeta(req, cfg.MaxRequestBodyBytes); err != nil {
+			if req, err = withOriginMeta(req, info, cfg.MaxRequestBodyBytes); err != nil {
 				writeStatus(w, req, cfg.Codecs, err)
 				return
 			}
@@ -123,21 +127,27 @@ func checkCRDDeletion(ctx context.Context, info *request.RequestInfo, cfg GuardC
 	return nil
 }
 
-// originMetaBody is the part of a pushed copy that upstream would reset.
+// originMetaBody is the part of a pushed copy that upstream would reset or
+// rewrite.
 type originMetaBody struct {
+	Kind     string `json:"kind"`
 	Metadata struct {
+		Name              string      `json:"name"`
 		UID               types.UID   `json:"uid"`
 		CreationTimestamp metav1.Time `json:"creationTimestamp"`
 		Generation        int64       `json:"generation"`
+		// ManagedFields is nil when absent or null.
+		ManagedFields *[]metav1.ManagedFieldsEntry `json:"managedFields"`
 	} `json:"metadata"`
 }
 
 var jsonBodyTypes = sets.New("application/json", "application/merge-patch+json", "application/strategic-merge-patch+json")
 
 // withOriginMeta reads a JSON write's body (bounded), records the origin's
-// uid, creationTimestamp and generation in the context, and restores the body
-// for the real handler. Other encodings pass through untouched.
-func withOriginMeta(req *http.Request, limit int64) (*http.Request, error) {
+// uid, creationTimestamp, generation and managedFields in the context, and
+// restores the body for the real handler. Other encodings pass through
+// untouched.
+func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (*http.Request, error) {
 	mediaType, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
 	if err != nil || !jsonBodyTypes.Has(mediaType) || req.Body == nil {
 		return req, nil
@@ -150,14 +160,45 @@ func withOriginMeta(req *http.Request, limit int64) (*http.Request, error) {
 	if int64(len(body)) > limit {
 		return req, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
 	}
+	// Decoded as upstream's serializer decodes the object: field names are
+	// case-sensitive, so what is read here is what the handler sees.
 	var parsed originMetaBody
-	if err := json.Unmarshal(body, &parsed); err != nil {
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &parsed); err != nil {
 		return req, apierrors.NewBadRequest(fmt.Sprintf("the request body is not a valid JSON object: %v", err))
 	}
 	m := parsed.Metadata
-	ctx := partition.WithOriginMeta(req.Context(), partition.OriginMeta{UID: m.UID, CreationTimestamp: m.CreationTimestamp, Generation: m.Generation})
-	r := req.WithContext(ctx)
+	origin := partition.OriginMeta{UID: m.UID, CreationTimestamp: m.CreationTimestamp, Generation: m.Generation}
+	if m.ManagedFields != nil {
+		entries, errs := sentManagedFields(*m.ManagedFields)
+		if len(errs) > 0 {
+			kind, name := parsed.Kind, m.Name
+			if kind == "" { // a merge patch
+				kind, name = info.Resource, info.Name
+			}
+			return req, apierrors.NewInvalid(schema.GroupKind{Group: info.APIGroup, Kind: kind}, name, errs)
+		}
+		origin.ManagedFields, origin.SentManagedFields = entries, true
+	}
+	r := req.WithContext(partition.WithOriginMeta(req.Context(), origin))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	return r, nil
+}
+
+// sentManagedFields checks managedFields a body carries before storage keeps
+// them as sent: upstream's field manager would drop entries it cannot decode,
+// and kept ones would break every later server-side apply of the object. An
+// empty list, and upstream's reset form (one empty entry), ask for none.
+func sentManagedFields(entries []metav1.ManagedFieldsEntry) ([]metav1.ManagedFieldsEntry, field.ErrorList) {
+	if len(entries) == 0 || (len(entries) == 1 && reflect.DeepEqual(entries[0], metav1.ManagedFieldsEntry{})) {
+		return nil, nil
+	}
+	path := field.NewPath("metadata", "managedFields")
+	if errs := metav1validation.ValidateManagedFields(entries, path); len(errs) > 0 {
+		return nil, errs
+	}
+	if err := managedfields.ValidateManagedFields(entries); err != nil {
+		return nil, field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
+	}
+	return entries, nil
 }

@@ -266,15 +266,18 @@ func TestServerSideApplyAndDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	// Copies keep no managedFields, so nobody is known to own the fields
-	// of an existing object: a changing apply conflicts unless forced.
-	_, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test"})
-	if !apierrors.IsConflict(err) {
-		t.Errorf("unforced second apply: got %v, want a conflict", err)
+	// Field ownership as upstream keeps it: a manager changes its own fields
+	// freely, another one conflicts unless it forces.
+	if _, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test"}); err != nil {
+		t.Errorf("the owner's second apply: %v", err)
 	}
-	applied, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v2"}), metav1.ApplyOptions{FieldManager: "test", Force: true})
-	if err != nil || applied.Object["spec"].(map[string]interface{})["k"] != "v2" {
-		t.Fatalf("forced second apply: %v %v", err, applied)
+	_, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v3"}), metav1.ApplyOptions{FieldManager: "other"})
+	if !apierrors.IsConflict(err) {
+		t.Errorf("another manager's unforced apply: got %v, want a conflict", err)
+	}
+	applied, err = c.Apply(ctx, "applied", apiExport("applied", map[string]interface{}{"k": "v3"}), metav1.ApplyOptions{FieldManager: "other", Force: true})
+	if err != nil || applied.Object["spec"].(map[string]interface{})["k"] != "v3" {
+		t.Fatalf("another manager's forced apply: %v %v", err, applied)
 	}
 	// An apply to an existing object keeps its shape.
 	stored, err := c.Get(ctx, "applied", metav1.GetOptions{})
@@ -293,7 +296,7 @@ func TestServerSideApplyAndDryRun(t *testing.T) {
 	if _, err := c.Create(ctx, apiExport("dry", nil), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("dry-run create: %v", err)
 	}
-	if _, err := c.Patch(ctx, "applied", types.MergePatchType, []byte(`{"spec":{"k":"v3"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+	if _, err := c.Patch(ctx, "applied", types.MergePatchType, []byte(`{"spec":{"k":"v9"}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
 		t.Fatalf("dry-run patch: %v", err)
 	}
 	if after := etcdState(t, srv); len(after) != len(before) {
@@ -306,7 +309,7 @@ func TestServerSideApplyAndDryRun(t *testing.T) {
 		}
 	}
 	got, err := c.Get(ctx, "applied", metav1.GetOptions{})
-	if err != nil || got.Object["spec"].(map[string]interface{})["k"] != "v2" || strings.Contains(got.GetName(), "dry") {
+	if err != nil || got.Object["spec"].(map[string]interface{})["k"] != "v3" || strings.Contains(got.GetName(), "dry") {
 		t.Errorf("after dry runs: %v %v", err, got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -305,6 +306,163 @@ func TestKcpShardConformance(t *testing.T) {
 		}
 		return nil
 	})
+
+	// 5. Copies equal their originals field by field, managedFields
+	// included, as kcp's TestReplication checks them. kcp's test polls until
+	// they do; kcp's own cache records the writer on a POST and gets there
+	// after kcp's next PUT, so here each write is checked at once.
+	const copiesCluster = "3y9gwn2c4d5f6h7j"
+	copies := shard.scoped(t, shardName, copiesCluster)
+	for _, w := range kcpWrites {
+		r := copies.Resource(w.gvr)
+		original := w.original(copiesCluster, "41", map[string]interface{}{"v": "1"}, nil, originOwnership(w.gvr, originCreated.Time, false))
+		if _, err := r.Create(ctx, kcpCreateBody(shardName, original), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("POST %s %q: %v", w.gvr.Resource, w.name, err)
+		}
+		cached, err := r.Get(ctx, w.name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := kcpReplicationDiff(w.gvr, original, cached); d != "" {
+			t.Errorf("%s: after kcp's POST the copy differs from its original (-original +copy):\n%s", w.gvr.Resource, d)
+		}
+
+		// The original changes on the shard: new spec and status, field
+		// ownership recorded anew. kcp PUTs the copy it has.
+		changed := w.original(copiesCluster, "57", map[string]interface{}{"v": "2"}, map[string]interface{}{"phase": "Ready"}, originOwnership(w.gvr, originCreated.Time.Add(time.Hour), true))
+		if _, err := r.Update(ctx, kcpUpdateBody(cached, changed), metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("PUT %s %q: %v", w.gvr.Resource, w.name, err)
+		}
+		if cached, err = r.Get(ctx, w.name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if d := kcpReplicationDiff(w.gvr, changed, cached); d != "" {
+			t.Errorf("%s: after kcp's PUT the copy differs from its original (-original +copy):\n%s", w.gvr.Resource, d)
+		}
+
+		// Someone edits the copy in the cache, as kcp's negative scenarios
+		// do; kcp's controller PUTs the original's state back.
+		cached.Object["spec"] = map[string]interface{}{"v": "tampered"}
+		if cached, err = r.Update(ctx, cached, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("editing the %s copy: %v", w.gvr.Resource, err)
+		}
+		if _, err := r.Update(ctx, kcpUpdateBody(cached, changed), metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("PUT %s %q repairing it: %v", w.gvr.Resource, w.name, err)
+		}
+		if cached, err = r.Get(ctx, w.name, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if d := kcpReplicationDiff(w.gvr, changed, cached); d != "" {
+			t.Errorf("%s: after kcp's repair the copy differs from its original (-original +copy):\n%s", w.gvr.Resource, d)
+		}
+	}
+}
+
+// original is an object as a kcp shard serves it: its own resourceVersion,
+// uid, creationTimestamp and generation, the cluster and path annotations,
+// and the managedFields the shard's server recorded. It goes through JSON,
+// so that it holds the value types a client decodes.
+func (w kcpCopy) original(cluster, resourceVersion string, spec, status map[string]interface{}, managedFields []metav1.ManagedFieldsEntry) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": w.gvr.GroupVersion().String(),
+		"kind":       w.kind,
+		"metadata":   map[string]interface{}{"name": w.name},
+		"spec":       spec,
+	}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	u.SetUID(types.UID("origin-" + w.gvr.Resource))
+	u.SetResourceVersion(resourceVersion)
+	u.SetCreationTimestamp(originCreated)
+	u.SetGeneration(3)
+	u.SetAnnotations(map[string]string{"kcp.io/cluster": cluster, "kcp.io/path": "root:org"})
+	u.SetManagedFields(managedFields)
+	b, err := u.MarshalJSON()
+	if err != nil {
+		panic(err)
+	}
+	out := &unstructured.Unstructured{}
+	if err := out.UnmarshalJSON(b); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// originOwnership is field ownership as a kcp shard records it: the client
+// that wrote the spec and path annotation, and kcp's status update through
+// the status subresource when there is a status.
+func originOwnership(gvr schema.GroupVersionResource, at time.Time, withStatus bool) []metav1.ManagedFieldsEntry {
+	entry := func(manager string, at time.Time, subresource, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: gvr.GroupVersion().String(),
+			Time: &metav1.Time{Time: at}, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: subresource}
+	}
+	out := []metav1.ManagedFieldsEntry{entry("e2e.test", at, "", `{"f:metadata":{"f:annotations":{".":{},"f:kcp.io/path":{}}},"f:spec":{".":{},"f:v":{}}}`)}
+	if withStatus {
+		out = append(out, entry("kcp", at.Add(time.Second), "status", `{"f:status":{".":{},"f:phase":{}}}`))
+	}
+	return out
+}
+
+// kcpCreateBody is what kcp's replication POSTs for a new original: the
+// object with its resourceVersion cleared and the shard and provenance
+// annotations added (pkg/reconciler/cache/replication, reconcile).
+func kcpCreateBody(shard string, original *unstructured.Unstructured) *unstructured.Unstructured {
+	u := original.DeepCopy()
+	u.SetResourceVersion("")
+	a := u.GetAnnotations()
+	a["kcp.io/shard"] = shard
+	a["cache.kcp.io/original-resource-version"] = original.GetResourceVersion()
+	a["cache.kcp.io/original-resource-UID"] = string(original.GetUID())
+	u.SetAnnotations(a)
+	return u
+}
+
+// kcpUpdateBody is what kcp's replication PUTs when a copy differs from its
+// original (ensureMeta, ensureRemaining): the original's metadata and
+// content, with the copy's resourceVersion, uid, shard annotation and
+// provenance annotations kept (the original-resource-version the copy had,
+// not the original's new one).
+func kcpUpdateBody(cached, original *unstructured.Unstructured) *unstructured.Unstructured {
+	u := original.DeepCopy()
+	u.SetResourceVersion(cached.GetResourceVersion())
+	u.SetUID(cached.GetUID())
+	a := u.GetAnnotations()
+	for _, k := range []string{"kcp.io/shard", "cache.kcp.io/original-resource-version", "cache.kcp.io/original-resource-UID"} {
+		if v, ok := cached.GetAnnotations()[k]; ok {
+			a[k] = v
+		}
+	}
+	u.SetAnnotations(a)
+	return u
+}
+
+// kcpReplicationDiff compares a copy with its original by the rules of
+// kcp's TestReplication (test/e2e/reconciler/cache, verifyResourceReplication
+// Helper): the copy must carry the shard and provenance annotations; then
+// resourceVersion is removed from both (generation too for RBAC), the shard
+// and provenance annotations and an empty status from the copy, and
+// everything else must be equal, managedFields included.
+func kcpReplicationDiff(gvr schema.GroupVersionResource, original, cached *unstructured.Unstructured) string {
+	o, c := original.DeepCopy(), cached.DeepCopy()
+	for _, k := range []string{"kcp.io/shard", "cache.kcp.io/original-resource-version", "cache.kcp.io/original-resource-UID"} {
+		if _, ok := c.GetAnnotations()[k]; !ok {
+			return "the copy lacks the annotation " + k
+		}
+		unstructured.RemoveNestedField(c.Object, "metadata", "annotations", k)
+	}
+	unstructured.RemoveNestedField(o.Object, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+	if gvr.Group == "rbac.authorization.k8s.io" {
+		unstructured.RemoveNestedField(o.Object, "metadata", "generation")
+		unstructured.RemoveNestedField(c.Object, "metadata", "generation")
+	}
+	if status, ok := c.Object["status"]; ok {
+		if m, isMap := status.(map[string]interface{}); status == nil || isMap && len(m) == 0 {
+			delete(c.Object, "status")
+		}
+	}
+	return cmp.Diff(o.Object, c.Object)
 }
 
 func informerFor(informers []*wildcardInformer, gvr schema.GroupVersionResource) *wildcardInformer {

@@ -43,8 +43,9 @@ func TestReplicaSemantics(t *testing.T) {
 		if got.GetAnnotations()[kcpcache.AnnotationCluster] != "root" {
 			t.Errorf("cluster annotation not filled from the path: %v", got.GetAnnotations())
 		}
+		// A copy keeps the managedFields it is sent, and records no writer.
 		if mf := got.GetManagedFields(); len(mf) != 0 {
-			t.Errorf("a copy carries managedFields: %v", mf)
+			t.Errorf("a copy sent without managedFields carries %v", mf)
 		}
 	})
 
@@ -70,7 +71,7 @@ func TestReplicaSemantics(t *testing.T) {
 			t.Errorf("generation after a merge patch = %d, want 7", patched.GetGeneration())
 		}
 		if mf := patched.GetManagedFields(); len(mf) != 0 {
-			t.Errorf("a patched copy carries managedFields: %v", mf)
+			t.Errorf("a merge patch recorded its writer on a copy without managedFields: %v", mf)
 		}
 	})
 

@@ -14,52 +14,55 @@ import (
 )
 
 // decodeStored fills o from bytes read from storage, as a partial object:
-// the watch cache holds it for as long as it is current, and often twice
-// (the object, and its delete event), so it keeps the interned stored bytes
-// and only the metadata fields read on every object.
+// the watch cache holds it for as long as it is current, so it keeps the
+// stored bytes and only the metadata fields read on every object.
+//
+// The bytes are not interned: interning (unique.Make) would let an object's
+// delete event share them with the object, but costs about 210 bytes of
+// bookkeeping for every cached object (measured with examples/bench), while
+// the delete event lives only in the watch cache's history.
 func decodeStored(data []byte, o *Object) error {
 	p, m, err := parse(data)
 	if err != nil {
 		return err
 	}
 	*o = Object{
-		TypeMeta: metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:              m.Name,
-			Namespace:         m.Namespace,
-			UID:               m.UID,
-			ResourceVersion:   m.ResourceVersion,
-			Generation:        m.Generation,
-			CreationTimestamp: m.CreationTimestamp,
-			DeletionTimestamp: m.DeletionTimestamp,
-			Labels:            m.Labels,
-		},
-		data:    intern(p.meta, p.body),
-		metaEnd: len(p.meta),
+		TypeMeta: metav1.TypeMeta{APIVersion: internString(p.apiVersion), Kind: internString(p.kind)},
+		data:     concat(p.meta, p.body),
+		metaEnd:  len(p.meta),
 	}
 	// Storage never holds a resourceVersion; bytes that do (written by
 	// something else) are not reused as the metadata.
 	if p.meta != nil && m.ResourceVersion == "" {
-		o.rawMetaValid, o.partial = true, true
+		o.hot = hotMeta{
+			name:              m.Name,
+			namespace:         m.Namespace,
+			uid:               m.UID,
+			generation:        m.Generation,
+			creationTimestamp: m.CreationTimestamp,
+			deletionTimestamp: m.DeletionTimestamp,
+			labels:            m.Labels,
+		}
+		o.rawMetaValid = true
 		o.shard = internString(m.Annotations[kcpcache.AnnotationShard])
 		o.cluster = internString(m.Annotations[kcpcache.AnnotationCluster])
 	} else {
-		o.ObjectMeta = m
+		o.meta = &m
 	}
 	return nil
 }
 
-// intern returns the handle of meta followed by body, shared with every
-// other object holding the same bytes.
-func intern(meta, body []byte) unique.Handle[string] {
+// concat returns meta followed by body as a string, in one allocation.
+func concat(meta, body []byte) string {
 	buf := make([]byte, len(meta)+len(body))
 	n := copy(buf, meta)
 	copy(buf[n:], body)
-	// unique.Make copies a string it has not seen; buf is never changed.
-	return unique.Make(unsafe.String(unsafe.SliceData(buf), len(buf)))
+	// buf is never changed after this.
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
-// internString shares the bytes of the many equal shard and cluster names.
+// internString shares the bytes of the many equal apiVersions, kinds, shard
+// and cluster names; there are few distinct ones.
 func internString(s string) string {
 	if s == "" {
 		return ""
@@ -81,9 +84,9 @@ func decodeRequest(data []byte, o *Object) error {
 		return err
 	}
 	*o = Object{
-		TypeMeta:   metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
-		ObjectMeta: m,
-		data:       intern(nil, p.body),
+		TypeMeta: metav1.TypeMeta{APIVersion: p.apiVersion, Kind: p.kind},
+		meta:     &m,
+		data:     string(p.body),
 	}
 	return nil
 }

@@ -13,10 +13,10 @@
 //   - encoding an object, or a list of them, writes the stored bytes with
 //     apiVersion, kind and resourceVersion spliced in, without walking them.
 //
-// Object implements metav1.Object through an embedded metav1.ObjectMeta, with
-// every setter overridden so that the metadata bytes kept from decoding are
-// dropped as soon as the parsed metadata changes; objects read from storage
-// and never modified take the fast path.
+// Object implements metav1.Object itself: an object read from storage holds
+// only the metadata fields read on every object, and every setter drops the
+// metadata bytes kept from decoding as soon as the metadata changes; objects
+// read from storage and never modified take the fast path.
 //
 // Codec is the storage codec and Serializer the negotiated serializer of one
 // served type; both speak JSON only (the cache, like apiextensions, serves no

@@ -30,17 +30,18 @@ func appendObject(b []byte, o *Object, apiVersion, kind string) ([]byte, error) 
 func appendMeta(b []byte, o *Object) ([]byte, error) {
 	raw := o.rawMeta()
 	if raw == "" {
-		m, err := json.Marshal(&o.ObjectMeta)
+		m, err := json.Marshal(o.full())
 		if err != nil {
 			return nil, err
 		}
 		return append(b, m...), nil
 	}
-	if o.ResourceVersion == "" {
+	rv := o.GetResourceVersion()
+	if rv == "" {
 		return append(b, raw...), nil
 	}
 	b = append(b, `{"resourceVersion":`...)
-	b = appendString(b, o.ResourceVersion)
+	b = appendString(b, rv)
 	if len(raw) > 2 { // more than "{}"
 		b = append(b, ',')
 	}
@@ -59,7 +60,7 @@ func appendStored(b []byte, o *Object) ([]byte, error) {
 	if raw := o.rawMeta(); raw != "" {
 		b = append(b, raw...)
 	} else {
-		m := o.ObjectMeta
+		m := *o.full()
 		m.ResourceVersion = ""
 		meta, err := json.Marshal(&m)
 		if err != nil {

@@ -2,16 +2,20 @@ package opaque
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/handlers/fieldmanager"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
 )
 
@@ -55,8 +59,8 @@ func sameJSON(t *testing.T, got, want string) {
 
 func TestStoredObjectIsServedUnderTheRequestedVersion(t *testing.T) {
 	o := decodeStoredT(t, stored)
-	if o.Name != "w" || o.UID != "u-1" || o.GetAnnotations()["a"] != "b" || o.APIVersion != "example.io/v1" {
-		t.Fatalf("metadata not parsed: %+v", o.ObjectMeta)
+	if o.GetName() != "w" || o.GetUID() != "u-1" || o.GetAnnotations()["a"] != "b" || o.APIVersion != "example.io/v1" {
+		t.Fatalf("metadata not parsed: %+v", o.full())
 	}
 	o.SetResourceVersion("42")
 	sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v2"}),
@@ -140,8 +144,8 @@ func TestRequestDecoding(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := obj.(*Object)
-	if *gvk != *defaults || o.Name != "n" || o.ResourceVersion != "9" || o.Body() != `"spec":{"k":"v"}` {
-		t.Errorf("decoded %v %+v body %s", gvk, o.ObjectMeta, o.Body())
+	if *gvk != *defaults || o.GetName() != "n" || o.GetResourceVersion() != "9" || o.Body() != `"spec":{"k":"v"}` {
+		t.Errorf("decoded %v %+v body %s", gvk, o.full(), o.Body())
 	}
 
 	for name, body := range map[string]string{
@@ -181,10 +185,10 @@ func TestDeepCopyOwnsMetadataAndSharesBody(t *testing.T) {
 	}
 }
 
-func TestEqualStoredBytesAreHeldOnce(t *testing.T) {
+func TestStoredTypeNamesAreHeldOnce(t *testing.T) {
 	a, b := decodeStoredT(t, stored), decodeStoredT(t, stored)
-	if unsafe.StringData(a.Body()) != unsafe.StringData(b.Body()) {
-		t.Errorf("two decodes of the same bytes hold two copies")
+	if unsafe.StringData(a.APIVersion) != unsafe.StringData(b.APIVersion) || unsafe.StringData(a.Kind) != unsafe.StringData(b.Kind) {
+		t.Errorf("two decodes hold two copies of apiVersion and kind")
 	}
 }
 
@@ -197,7 +201,7 @@ func TestPartialMetadataIsCompleteWhenReadAndChanged(t *testing.T) {
 		`"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"ou"}],"finalizers":["f"],` +
 		`"managedFields":[{"manager":"m","operation":"Update"}]},"spec":{}}`
 	o := decodeStoredT(t, full)
-	if !o.partial {
+	if o.meta != nil {
 		t.Fatalf("an object from storage is not partial")
 	}
 	check := func(name string, m metav1.Object) {
@@ -216,7 +220,7 @@ func TestPartialMetadataIsCompleteWhenReadAndChanged(t *testing.T) {
 
 	changed := o.DeepCopy()
 	changed.SetLabels(map[string]string{"l": "1"})
-	if changed.partial || changed.rawMetaValid {
+	if changed.meta == nil || changed.rawMetaValid {
 		t.Errorf("a setter left the object partial or its stored bytes valid")
 	}
 	check("changed", changed)
@@ -253,6 +257,89 @@ func TestReflectionSeesTheWholeObject(t *testing.T) {
 		t.Fatal(err)
 	}
 	if back.GetName() != "w" || back.GetAnnotations()["a"] != "b" || !strings.Contains(back.Body(), `"spec":{"x":[1,{"y":"}"}]}`) {
-		t.Errorf("converted back: %+v %s", back.ObjectMeta, back.Body())
+		t.Errorf("converted back: %+v %s", back.full(), back.Body())
 	}
+}
+
+func TestSemanticEqualityComparesContentNotRepresentation(t *testing.T) {
+	fromStorage := decodeStoredT(t, stored)
+	fromRequest := &Object{}
+	if err := decodeRequest([]byte(stored), fromRequest); err != nil {
+		t.Fatal(err)
+	}
+	if (fromStorage.meta == nil) == (fromRequest.meta == nil) {
+		t.Fatalf("the two objects should differ in how much metadata they parsed")
+	}
+	if !equality.Semantic.DeepEqual(fromStorage, fromRequest) {
+		t.Errorf("the same object read from storage and from a request are not equal")
+	}
+	for name, change := range map[string]func(o *Object){
+		"label":           func(o *Object) { o.SetLabels(map[string]string{"l": "v"}) },
+		"annotation":      func(o *Object) { o.SetAnnotations(map[string]string{"a": "c"}) },
+		"body":            func(o *Object) { o.SetBody(`"spec":{}`) },
+		"resourceVersion": func(o *Object) { o.SetResourceVersion("7") },
+		"managedFields timestamp": func(o *Object) {
+			now := metav1.Now()
+			o.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "m", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "example.io/v1", Time: &now}})
+		},
+	} {
+		changed := fromStorage.DeepCopy()
+		change(changed)
+		if equality.Semantic.DeepEqual(fromStorage, changed) || equality.Semantic.DeepEqual(changed, fromRequest) {
+			t.Errorf("objects that differ in their %s are equal", name)
+		}
+	}
+}
+
+// The registry compares the objects of every update whose managedFields
+// changed only in their timestamps; reflection alone panics on Object.
+func TestUpdateThatOnlyMovesManagedFieldsTimestampsIsCompared(t *testing.T) {
+	entry := func(sec int) metav1.ManagedFieldsEntry {
+		at := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, sec, 0, time.UTC))
+		return metav1.ManagedFieldsEntry{Manager: "m", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "example.io/v1", Time: &at,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:x":{}}}`)}}
+	}
+	old := decodeStoredT(t, stored).DeepCopy()
+	old.SetManagedFields([]metav1.ManagedFieldsEntry{entry(1)})
+	for _, body := range []string{old.Body(), `"spec":{"x":[2]}`} {
+		updated := old.DeepCopy()
+		updated.SetBody(body)
+		updated.SetManagedFields([]metav1.ManagedFieldsEntry{entry(2)})
+		got, err := fieldmanager.IgnoreManagedFieldsTimestampsTransformer(context.Background(), updated, old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts := got.(*Object).GetManagedFields()[0].Time; !ts.Equal(entry(2).Time) {
+			t.Errorf("body %s: the update's timestamp became %v", body, ts)
+		}
+	}
+}
+
+// The watch cache holds a partial Object for every cached object.
+func TestObjectStaysSmall(t *testing.T) {
+	if size := unsafe.Sizeof(Object{}); size > 224 {
+		t.Errorf("Object is %d bytes, more than the 224-byte size class it was made to fit", size)
+	}
+}
+
+func TestDeepCopyOfAPartialObjectOwnsItsHotMetadata(t *testing.T) {
+	o := decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","labels":{"l":"1"},"deletionTimestamp":"2026-01-02T03:04:05Z"}}`)
+	c := o.DeepCopy()
+	c.GetLabels()["l"] = "changed"
+	c.GetDeletionTimestamp().Time = c.GetDeletionTimestamp().Add(time.Hour)
+	if o.GetLabels()["l"] != "1" || o.GetDeletionTimestamp().Unix() != 1767323045 {
+		t.Errorf("changing a copy's labels or deletionTimestamp changed the original: %v %v", o.GetLabels(), o.GetDeletionTimestamp())
+	}
+}
+
+func TestEmptyObjectTakesMetadata(t *testing.T) {
+	o := NewObject("example.io/v1", "Widget")
+	o.SetResourceVersion("3")
+	o.SetName("w")
+	o.SetAnnotations(map[string]string{"a": "b"})
+	if o.GetName() != "w" || o.GetResourceVersion() != "3" || o.GetAnnotations()["a"] != "b" {
+		t.Errorf("empty object after setters: %+v", o.full())
+	}
+	sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}),
+		`{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w","resourceVersion":"3","annotations":{"a":"b"}}}`)
 }

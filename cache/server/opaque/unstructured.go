@@ -26,11 +26,11 @@ func (o *Object) UnstructuredContent() map[string]interface{} {
 	b, err := appendObject(nil, o, o.APIVersion, o.Kind)
 	if err != nil {
 		// Only metadata that cannot be marshalled gets here.
-		panic(fmt.Sprintf("encoding %s %s: %v", o.Kind, o.Name, err))
+		panic(fmt.Sprintf("encoding %s %s: %v", o.Kind, o.GetName(), err))
 	}
 	var m map[string]interface{}
 	if err := utiljson.Unmarshal(b, &m); err != nil {
-		panic(fmt.Sprintf("decoding %s %s: %v", o.Kind, o.Name, err))
+		panic(fmt.Sprintf("decoding %s %s: %v", o.Kind, o.GetName(), err))
 	}
 	return m
 }

@@ -10,14 +10,25 @@ import (
 )
 
 // OriginMeta is the metadata a pushed copy keeps from its origin. Upstream
-// resets these fields before admission (rest.WipeObjectMetaSystemFields and
-// FillObjectMetaSystemFields on create; the custom resource strategy bumps
-// generation on update), so the HTTP layer reads them from the request body
-// and storage puts them back.
+// resets some of these fields before admission (rest.WipeObjectMetaSystemFields
+// and FillObjectMetaSystemFields on create; the custom resource strategy bumps
+// generation on update) and rewrites managedFields to record the writer (its
+// field manager), so the HTTP layer reads them from the request body and
+// storage puts them back.
+//
+// A write carries an OriginMeta when its body is an object (create, update,
+// merge patch); server-side apply and JSON patches carry none, and upstream's
+// field manager decides their managedFields.
 type OriginMeta struct {
 	UID               types.UID
 	CreationTimestamp metav1.Time
 	Generation        int64
+	// ManagedFields are the body's metadata.managedFields when
+	// SentManagedFields is set; nil when the body asked for none (an empty
+	// list, or upstream's reset form [{}]).
+	ManagedFields []metav1.ManagedFieldsEntry
+	// SentManagedFields says the body had metadata.managedFields (not null).
+	SentManagedFields bool
 }
 
 var originMetaKey = kcpcache.NewContextKey[OriginMeta]("origin metadata")

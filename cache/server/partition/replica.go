@@ -6,16 +6,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// dropFieldOwnership removes managedFields from a copy being written. Field
-// ownership belongs to the origin shard; in the cache the entries would only
-// record which client wrote the copy. Dropping them saves about a third of
-// each cached object's memory (the watch cache holds every object decoded)
-// and a quarter of its stored bytes.
-func dropFieldOwnership(obj metav1.Object) {
-	obj.SetManagedFields(nil)
-}
+// A copy's field ownership (metadata.managedFields) is its origin's: the
+// origin's server recorded which managers own which fields, and the copy
+// mirrors that record, so that it equals its origin field by field (kcp's
+// replication compares copies with their originals, managedFields included).
+// Upstream's field manager, which runs before storage, would instead record
+// the client writing the copy as the owner of every field it created or
+// changed. So a create or update that sends the object keeps the
+// managedFields as sent; one that sends none keeps the stored copy's, as
+// upstream does for clients that do not know managedFields. Server-side
+// apply carries no origin metadata: its result is upstream's (conflicts with
+// the origin's managers, --force-conflicts taking fields over).
+//
+// The managedFields cost memory only as bytes: the watch cache holds a
+// stored object's metadata unparsed (package opaque).
 
-// restoreOnCreate puts the origin's identity back on a copy being created.
+// restoreOnCreate puts the origin's identity and field ownership back on a
+// copy being created.
 func restoreOnCreate(ctx context.Context, obj metav1.Object) {
 	m, ok := originMetaFrom(ctx)
 	if !ok {
@@ -30,17 +37,28 @@ func restoreOnCreate(ctx context.Context, obj metav1.Object) {
 	if m.Generation > 0 {
 		obj.SetGeneration(m.Generation)
 	}
+	obj.SetManagedFields(m.ManagedFields)
 }
 
 // restoreOnUpdate keeps a copy's generation under the origin's control: the
 // value from the request when it sent one, otherwise the stored one, so that a
-// spec change on the copy never bumps it.
+// spec change on the copy never bumps it. Field ownership is the request's
+// when it sent any, otherwise the stored copy's (see above).
 func restoreOnUpdate(ctx context.Context, existing, updated metav1.Object) {
-	if m, ok := originMetaFrom(ctx); ok && m.Generation > 0 {
+	m, ok := originMetaFrom(ctx)
+	if ok && m.Generation > 0 {
 		updated.SetGeneration(m.Generation)
-		return
+	} else {
+		updated.SetGeneration(existing.GetGeneration())
 	}
-	updated.SetGeneration(existing.GetGeneration())
+	switch {
+	case !ok:
+		// Server-side apply or a JSON patch: upstream's field manager decided.
+	case m.SentManagedFields:
+		updated.SetManagedFields(m.ManagedFields)
+	default:
+		updated.SetManagedFields(existing.GetManagedFields())
+	}
 }
 
 // forgetFinalizers makes an object read during a DELETE look finalizer-free,

@@ -51,7 +51,6 @@ func (s *scopedStorage) Create(ctx context.Context, key string, obj, out runtime
 	}
 	if !sc.IsSystem() {
 		restoreOnCreate(ctx, m)
-		dropFieldOwnership(m)
 	}
 	k, err := scopedKey(s.resourcePrefix, sc, key)
 	if err != nil {
@@ -140,7 +139,6 @@ func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destin
 				return nil, nil, err
 			}
 			restoreOnUpdate(ctx, im, om)
-			dropFieldOwnership(om)
 		}
 		return out, ttl, nil
 	}
