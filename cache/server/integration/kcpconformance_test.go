@@ -135,13 +135,20 @@ func clusterKey(obj interface{}) (string, error) {
 // "*/*" into a cluster-keyed store, with client-go's defaults (it asks for
 // a watch-list first).
 type wildcardInformer struct {
-	gvr       schema.GroupVersionResource
-	store     cache.Store
-	reflector *cache.Reflector
+	gvr    schema.GroupVersionResource
+	store  cache.Store
+	synced func() bool
 }
 
 func (c *kcpShardClient) startWildcardInformer(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource) *wildcardInformer {
-	resource := c.scoped(t, "*", "*").Resource(gvr)
+	store, synced := startReflector(ctx, c.scoped(t, "*", "*").Resource(gvr), "kcp-global-"+gvr.Resource)
+	return &wildcardInformer{gvr: gvr, store: store, synced: synced}
+}
+
+// startReflector runs a reflector over resource into a store keyed as
+// kcp's are (clusterKey), with client-go's defaults, until ctx ends. synced
+// reports whether it has listed.
+func startReflector(ctx context.Context, resource dynamic.ResourceInterface, name string) (store cache.Store, synced func() bool) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return resource.List(ctx, o)
@@ -150,13 +157,11 @@ func (c *kcpShardClient) startWildcardInformer(ctx context.Context, t *testing.T
 			return resource.Watch(ctx, o)
 		},
 	}
-	inf := &wildcardInformer{gvr: gvr, store: cache.NewStore(clusterKey)}
-	inf.reflector = cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, inf.store, cache.ReflectorOptions{Name: "kcp-global-" + gvr.Resource})
-	go inf.reflector.RunWithContext(ctx)
-	return inf
+	store = cache.NewStore(clusterKey)
+	r := cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, store, cache.ReflectorOptions{Name: name})
+	go r.RunWithContext(ctx)
+	return store, func() bool { return r.LastSyncResourceVersion() != "" }
 }
-
-func (i *wildcardInformer) synced() bool { return i.reflector.LastSyncResourceVersion() != "" }
 
 // origin is the metadata of the object a copy mirrors.
 var originCreated = metav1.NewTime(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
