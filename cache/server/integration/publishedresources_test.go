@@ -171,6 +171,35 @@ func TestPublishedResourcesAreReadWithoutIdentity(t *testing.T) {
 		return nil
 	})
 
+	// A watch with a label selector sees an object leave and re-enter it,
+	// as upstream's etcd watch reports it.
+	labelled, err := dyn(t, srv, "*", "*").Resource(instancesGVR).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=instances"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := dyn(t, srv, "*", "ws-b1").Resource(instancesGVR).Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=instances", ResourceVersion: labelled.GetResourceVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1client := dyn(t, srv, "alpha", "ws-b1").Resource(instancesOf("idb"))
+	for _, step := range []struct {
+		label string
+		want  watch.EventType
+	}{{"other", watch.Deleted}, {"instances", watch.Added}} {
+		cur, err := b1client.Get(ctx, "web-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.SetLabels(map[string]string{"app.kubernetes.io/part-of": step.label})
+		if _, err := b1client.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if ev := <-w.ResultChan(); ev.Type != step.want || ev.Object.(*unstructured.Unstructured).GetName() != "web-1" {
+			t.Errorf("relabelled to %s: %s %v, want %s of web-1", step.label, ev.Type, ev.Object, step.want)
+		}
+	}
+	w.Stop()
+
 	// Whole objects too, in a shard's wildcard scope.
 	list, err := dyn(t, srv, "alpha", "*").Resource(instancesGVR).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/part-of=instances"})
 	if err != nil || !slices.Equal(partitionsOf(list.Items), []string{"alpha/ws-a1/web-1", "alpha/ws-b1/web-1"}) || list.Items[0].GetKind() != "Instance" {
