@@ -114,6 +114,9 @@ type exportSource struct {
 	schemas       map[partitionName]schemaRecord
 	cached        map[partitionName]cachedResourceRecord
 	clusterCached map[partitionName]cachedResourceRecord
+	// pendingSynced are the synced marks of types whose initial sets the
+	// next reconcile serves.
+	pendingSynced []func()
 
 	// registered and published are what this source has registered and
 	// published (only the reconcile loop touches them); lastConflicts is
@@ -214,7 +217,12 @@ func (s *exportSource) followOnce(ctx context.Context, gr schema.GroupResource, 
 			if initial != nil && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 				apply(initial, nil, nil)
 				initial = nil
-				synced()
+				// Synced once what the initial set declares is served
+				// (reconcile calls it), so that no request in between
+				// takes a declared resource for an unknown one.
+				s.mu.Lock()
+				s.pendingSynced = append(s.pendingSynced, synced)
+				s.mu.Unlock()
 				s.wake()
 			}
 			continue
@@ -265,7 +273,14 @@ func (s *exportSource) reconcile(ctx context.Context) {
 	cached := []map[partitionName]cachedResourceRecord{s.cached, s.clusterCached}
 	want, conflicts := identityResources(s.exports, s.schemas, cached)
 	pubs, pubConflicts := publications(cached)
+	synced := s.pendingSynced
+	s.pendingSynced = nil
 	s.mu.Unlock()
+	defer func() {
+		for _, f := range synced {
+			f()
+		}
+	}()
 	conflicts = append(conflicts, pubConflicts...)
 	if msg := joinErrors(conflicts); msg != s.lastConflicts {
 		if msg != "" {

@@ -238,6 +238,17 @@ func TestPublishedResourcesAreReadWithoutIdentity(t *testing.T) {
 		t.Errorf("an unpublished version: %v, want 404", err)
 	}
 
+	// After a restart the first reads find the published objects: until
+	// the server has served what the cached CachedResources declare, it
+	// answers 503 (client-go retries), never 404.
+	srv.RestartServer(t)
+	if _, err := dyn(t, srv, "alpha", "ws-b1").Resource(instancesGVR).Get(ctx, "web-1", metav1.GetOptions{}); err != nil {
+		t.Errorf("GET without identity right after a restart: %v", err)
+	}
+	if list, err := everything.List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 5 {
+		t.Errorf("list without identity right after a restart: %d items, %v; want 5", len(list.Items), err)
+	}
+
 	// Once no CachedResource publishes it, it is not served without
 	// identity.
 	for _, p := range []struct {

@@ -493,9 +493,16 @@ func (w *unionWatch) event(ctx context.Context, ev *clientv3.Event) (*watch.Even
 		return nil, nil
 	}
 	rev := ev.Kv.ModRevision
+	if ev.Type == clientv3.EventTypeDelete && ev.PrevKv == nil {
+		// Without the deleted object nothing can be reported; ending the
+		// watch makes the client relist rather than keep it.
+		return nil, storage.NewInternalError(fmt.Errorf("etcd reported the deletion of %s at revision %d without the deleted object", ev.Kv.Key, rev))
+	}
 	var prev runtime.Object
 	prevMatches := false
-	if ev.PrevKv != nil {
+	// The previous object decides only deletions and, with a selector,
+	// whether an update enters or leaves it.
+	if ev.PrevKv != nil && (ev.Type == clientv3.EventTypeDelete || !w.pred.Empty()) {
 		var err error
 		if prev, err = w.decode(ctx, ev.PrevKv.Key, ev.PrevKv.Value, rev); err != nil {
 			return nil, err
@@ -505,7 +512,7 @@ func (w *unionWatch) event(ctx context.Context, ev *clientv3.Event) (*watch.Even
 		}
 	}
 	if ev.Type == clientv3.EventTypeDelete {
-		if prev == nil || !prevMatches {
+		if !prevMatches {
 			return nil, nil
 		}
 		return &watch.Event{Type: watch.Deleted, Object: prev}, nil
@@ -519,7 +526,7 @@ func (w *unionWatch) event(ctx context.Context, ev *clientv3.Event) (*watch.Even
 		return nil, err
 	}
 	switch {
-	case curMatches && (ev.IsCreate() || prev == nil || !prevMatches):
+	case curMatches && (ev.IsCreate() || (prev != nil && !prevMatches)):
 		return &watch.Event{Type: watch.Added, Object: cur}, nil
 	case curMatches:
 		return &watch.Event{Type: watch.Modified, Object: cur}, nil
