@@ -106,12 +106,12 @@ type union struct {
 
 var _ storage.Interface = &union{}
 
-var versioner = storage.APIObjectVersioner{}
+var unionVersioner = storage.APIObjectVersioner{}
 
 // unionPageSize bounds one etcd range response of a list.
 const unionPageSize = 1000
 
-func (u *union) Versioner() storage.Versioner { return versioner }
+func (u *union) Versioner() storage.Versioner { return unionVersioner }
 
 func (u *union) Create(context.Context, string, runtime.Object, runtime.Object, uint64) error {
 	return u.readOnly("create")
@@ -235,7 +235,7 @@ func (u *union) decode(ctx context.Context, key, data []byte, rev int64) (runtim
 	if err != nil {
 		return nil, storage.NewInternalError(fmt.Errorf("decoding %s: %w", key, err))
 	}
-	if err := versioner.UpdateObject(obj, uint64(rev)); err != nil {
+	if err := unionVersioner.UpdateObject(obj, uint64(rev)); err != nil {
 		return nil, err
 	}
 	return obj, nil
@@ -299,7 +299,7 @@ func (u *union) GetList(ctx context.Context, key string, opts storage.ListOption
 	if err := meta.SetList(listObj, items); err != nil {
 		return err
 	}
-	return versioner.UpdateList(listObj, uint64(rev), "", nil)
+	return unionVersioner.UpdateList(listObj, uint64(rev), "", nil)
 }
 
 type keyValue struct {
@@ -538,7 +538,7 @@ func (w *unionWatch) event(ctx context.Context, ev *clientv3.Event) (*watch.Even
 
 func (w *unionWatch) sendBookmark(ctx context.Context, rev int64, initialEventsEnd bool) bool {
 	obj := w.newFunc()
-	if err := versioner.UpdateObject(obj, uint64(rev)); err != nil {
+	if err := unionVersioner.UpdateObject(obj, uint64(rev)); err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot set a bookmark's resourceVersion", "resource", w.groupResource)
 		return true
 	}
