@@ -39,9 +39,12 @@ import (
 //     answers;
 //   - writes are refused: kcp writes under the identity.
 //
-// kcp's cache resolves a wildcard read to one arbitrary CachedResource's
-// schema and a read in a cluster without a CachedResource to 404; reading
-// every identity instead never reports a stored object absent.
+// kcp's cache, too, reads every identity in a wildcard metadata-only read
+// (its storage for that request is the resource's whole etcd prefix, which
+// holds every identity); it refuses a wildcard read of whole objects
+// without identity and answers a read in a cluster without a
+// CachedResource with 404. Here both are served from every identity, so a
+// stored copy is never reported absent.
 
 // publishedType is one publication as served.
 type publishedType struct {
