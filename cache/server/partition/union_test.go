@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kcp-cache/kcp-cache/cache"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // The stem is where upstream's etcd storage puts a member's keys: the etcd
@@ -36,7 +36,7 @@ func TestUnionStemAndMemberKeys(t *testing.T) {
 		}
 	}
 
-	ctx := cache.WithScope(context.Background(), cache.Scope{Shard: "alpha", Cluster: cache.Wildcard})
+	ctx := kcpcache.WithScope(context.Background(), kcpcache.Scope{Shard: "alpha", Cluster: kcpcache.Wildcard})
 	for _, tc := range []struct {
 		key       string
 		recursive bool
