@@ -51,9 +51,10 @@ type ExportSource struct {
 }
 
 // NewExportSource prepares a source over types, which must be registered
-// (pinned) already; resources published without identity are read from
-// etcd through etcd. From now on the registry counts each followed type as
-// a pending source until Run has delivered its objects once.
+// (pinned) already; etcd is the client that reads a resource published
+// without identity (every identity at once, see partition.NewUnionDecorator).
+// From now on the registry counts each followed type as a pending source
+// until Run has delivered its objects once.
 func NewExportSource(r *Registry, types ExportedTypes, etcd *clientv3.Client) *ExportSource {
 	src := &ExportSource{
 		exportSource: &exportSource{
