@@ -44,6 +44,36 @@ type Type struct {
 	PathSegmentNames bool
 	// Replicate is what a kcp shard pushes of this type.
 	Replicate ReplicatePolicy
+	// Releases are the kcp release lines whose shards use the type (read
+	// it from the cache, push it); empty means every line. The server
+	// serves the types of every line at once, so that shards of two lines
+	// share one cache during an upgrade.
+	Releases []KcpRelease
+}
+
+// KcpRelease is a line of kcp releases whose shards use the same types.
+type KcpRelease string
+
+const (
+	// KcpV032 is kcp v0.32 (v0.32.3 and its patch releases).
+	KcpV032 KcpRelease = "v0.32"
+	// KcpMain is kcp's main branch as of August 2026: it renamed
+	// cachedresources and cachedresourceendpointslices to
+	// clustercachedresources and clustercachedresourceendpointslices
+	// (kcp PR 4281, no migration), and uses nothing else new of the cache.
+	KcpMain KcpRelease = "main"
+)
+
+// DefaultKcpRelease is the line a shard belongs to when nothing says
+// otherwise: the latest kcp release.
+const DefaultKcpRelease = KcpV032
+
+// KcpReleases are the known lines, oldest first.
+func KcpReleases() []KcpRelease { return []KcpRelease{KcpV032, KcpMain} }
+
+// UsedBy reports whether shards of release use the type.
+func (t Type) UsedBy(release KcpRelease) bool {
+	return len(t.Releases) == 0 || slices.Contains(t.Releases, release)
 }
 
 // GroupResource is the type's group and resource.
@@ -60,12 +90,17 @@ func (t Type) GVR() schema.GroupVersionResource {
 // --bootstrap-types takes.
 func (t Type) Name() string { return t.Resource + "." + t.Group }
 
-// KcpTypes is the type profile of a kcp v0.32 installation: the types kcp's
-// own cache server declares (config/crds of kcp, schemas and subresources
-// dropped), the version kcp's shards use, and what kcp's replication
-// controller pushes (pkg/reconciler/cache/replication there). A kcp shard
-// opens a wildcard informer on every one of them, and on the CRDs, and is
-// not ready until each has synced: all must be served from the start.
+// KcpTypes is the type profile of kcp installations of every known release
+// line (KcpReleases): the types kcp's own cache server declares
+// (pkg/cache/server/bootstrap and config/crds of kcp, schemas and
+// subresources dropped), the version kcp's shards use, what kcp's
+// replication controller pushes (pkg/reconciler/cache/replication there),
+// and which lines use each type. A kcp shard opens a wildcard informer on
+// every type of its line, and on the CRDs, and is not ready until each has
+// synced: all must be served from the start. Serving the types of every
+// line lets shards of v0.32 and of main share one cache (a mixed-version
+// kcp during an upgrade); kcp main's cache bootstraps the same set with the
+// two cachedresource types renamed.
 //
 // kcp pushes mutating admission policies (and their bindings) only with its
 // MutatingAdmissionPolicy feature gate on; they are marked replicated here,
@@ -73,8 +108,8 @@ func (t Type) Name() string { return t.Resource + "." + t.Group }
 func KcpTypes() []Type {
 	v1alpha1 := []string{"v1alpha1"}
 	v1 := []string{"v1"}
-	kcp := func(group, resource, kind string, replicate ReplicatePolicy) Type {
-		return Type{Group: group, Resource: resource, Kind: kind, Versions: v1alpha1, StorageVersion: "v1alpha1", Replicate: replicate}
+	kcp := func(group, resource, kind string, replicate ReplicatePolicy, releases ...KcpRelease) Type {
+		return Type{Group: group, Resource: resource, Kind: kind, Versions: v1alpha1, StorageVersion: "v1alpha1", Replicate: replicate, Releases: releases}
 	}
 	rbac := func(resource, kind string, namespaced bool, replicate ReplicatePolicy) Type {
 		return Type{Group: "rbac.authorization.k8s.io", Resource: resource, Kind: kind, Versions: v1, StorageVersion: "v1",
@@ -92,8 +127,10 @@ func KcpTypes() []Type {
 		kcp("core.kcp.io", "shards", "Shard", ReplicateAll),
 		kcp("migration.kcp.io", "logicalclustermigrations", "LogicalClusterMigration", ReplicateAll),
 		kcp("cache.kcp.io", "cachedobjects", "CachedObject", ReplicateNone),
-		kcp("cache.kcp.io", "cachedresources", "CachedResource", ReplicateAll),
-		kcp("cache.kcp.io", "cachedresourceendpointslices", "CachedResourceEndpointSlice", ReplicateAll),
+		kcp("cache.kcp.io", "cachedresources", "CachedResource", ReplicateAll, KcpV032),
+		kcp("cache.kcp.io", "cachedresourceendpointslices", "CachedResourceEndpointSlice", ReplicateAll, KcpV032),
+		kcp("cache.kcp.io", "clustercachedresources", "ClusterCachedResource", ReplicateAll, KcpMain),
+		kcp("cache.kcp.io", "clustercachedresourceendpointslices", "ClusterCachedResourceEndpointSlice", ReplicateAll, KcpMain),
 		kcp("tenancy.kcp.io", "workspacetypes", "WorkspaceType", ReplicateAll),
 		rbac("clusterroles", "ClusterRole", false, ReplicateAnnotated),
 		rbac("clusterrolebindings", "ClusterRoleBinding", false, ReplicateAnnotated),
@@ -106,6 +143,29 @@ func KcpTypes() []Type {
 		admission("validatingadmissionpolicies", "ValidatingAdmissionPolicy"),
 		admission("validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"),
 	}
+}
+
+// KcpTypesOf returns the profile's types that shards of release use, in
+// profile order, or an error for an unknown release.
+func KcpTypesOf(release KcpRelease) ([]Type, error) {
+	if !slices.Contains(KcpReleases(), release) {
+		return nil, fmt.Errorf("unknown kcp release line %q (known: %s)", release, joinReleases(KcpReleases()))
+	}
+	var out []Type
+	for _, t := range KcpTypes() {
+		if t.UsedBy(release) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func joinReleases(rs []KcpRelease) string {
+	s := make([]string, 0, len(rs))
+	for _, r := range rs {
+		s = append(s, string(r))
+	}
+	return strings.Join(s, ", ")
 }
 
 // KcpTypesNamed returns the profile's types with the given names

@@ -44,11 +44,15 @@ type Config struct {
 	CacheConfig *rest.Config
 	// LocalSources gives the replication controller the shard's own objects.
 	LocalSources replication.SourceProvider
-	// Resources are the replicated types; nil means replication.DefaultResources().
+	// KcpRelease is the host's kcp release line, which selects the default
+	// Resources and GlobalResources; empty means kcpcache.DefaultKcpRelease.
+	KcpRelease kcpcache.KcpRelease
+	// Resources are the replicated types; nil means those of the release
+	// line (replication.DefaultResourcesOf).
 	Resources []replication.Resource
 	// GlobalResources are the types the global informers watch in every
-	// shard and cluster; nil means every type of the kcp profile, as kcp's
-	// own global informers do, and every replicated type.
+	// shard and cluster; nil means every type of the release line's kcp
+	// profile, as kcp's own global informers do, and every replicated type.
 	GlobalResources []schema.GroupVersionResource
 	// CacheInformers, when set, returns the host's own wildcard informers
 	// over the cache (kcp runs one per type): the hook then opens no watch
@@ -86,11 +90,18 @@ func New(cfg Config) (*Hook, error) {
 	if cfg.CacheConfig == nil {
 		return nil, fmt.Errorf("no cache configuration")
 	}
+	if cfg.KcpRelease == "" {
+		cfg.KcpRelease = kcpcache.DefaultKcpRelease
+	}
+	types, err := kcpcache.KcpTypesOf(cfg.KcpRelease)
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Resources == nil {
-		cfg.Resources = replication.DefaultResources()
+		cfg.Resources = replication.ResourcesFor(types)
 	}
 	if cfg.GlobalResources == nil {
-		cfg.GlobalResources = defaultGlobalResources(cfg.Resources)
+		cfg.GlobalResources = defaultGlobalResources(types, cfg.Resources)
 	}
 	if cfg.ProbeInterval == 0 {
 		cfg.ProbeInterval = defaultProbeInterval
@@ -264,12 +275,12 @@ func (h *Hook) hostInformer(gvr schema.GroupVersionResource) cache.SharedIndexIn
 	return h.cfg.CacheInformers(gvr)
 }
 
-// defaultGlobalResources is the kcp profile's types followed by the
-// replicated ones it lacks.
-func defaultGlobalResources(replicated []replication.Resource) []schema.GroupVersionResource {
+// defaultGlobalResources is a release line's kcp types followed by the
+// replicated ones they lack.
+func defaultGlobalResources(types []kcpcache.Type, replicated []replication.Resource) []schema.GroupVersionResource {
 	var gvrs []schema.GroupVersionResource
 	seen := map[schema.GroupVersionResource]bool{}
-	for _, t := range kcpcache.KcpTypes() {
+	for _, t := range types {
 		gvrs = append(gvrs, t.GVR())
 		seen[t.GVR()] = true
 	}

@@ -43,10 +43,28 @@ type Resource struct {
 	Filter func(obj *unstructured.Unstructured) bool
 }
 
-// DefaultResources returns what a kcp shard replicates: the types of the
-// kcp profile (kcpcache.KcpTypes) that kcp pushes, under the version kcp
-// uses, with kcp's filters.
-func DefaultResources() []Resource { return ResourcesFor(kcpcache.KcpTypes()) }
+// DefaultResources returns what a shard of the default kcp release line
+// (kcpcache.DefaultKcpRelease) replicates; see DefaultResourcesOf.
+func DefaultResources() []Resource {
+	r, err := DefaultResourcesOf(kcpcache.DefaultKcpRelease)
+	if err != nil {
+		panic(err) // the default line is always known
+	}
+	return r
+}
+
+// DefaultResourcesOf returns what a kcp shard of release replicates: the
+// types of its line in the kcp profile (kcpcache.KcpTypesOf) that kcp
+// pushes, under the version kcp uses, with kcp's filters. Lines differ:
+// kcp main pushes clustercachedresources where v0.32 pushes
+// cachedresources, and a shard that lacks a type cannot replicate it.
+func DefaultResourcesOf(release kcpcache.KcpRelease) ([]Resource, error) {
+	types, err := kcpcache.KcpTypesOf(release)
+	if err != nil {
+		return nil, err
+	}
+	return ResourcesFor(types), nil
+}
 
 // ResourcesFor returns the replicated resources of types: those whose
 // policy pushes anything, annotated-only ones with a filter that selects

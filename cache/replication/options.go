@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // Options are the command-line settings of the replication controller. They
@@ -19,12 +21,15 @@ type Options struct {
 	ExtraResources []string
 	// ReplicateSystemClusters is Config.ReplicateSystemClusters.
 	ReplicateSystemClusters bool
+	// KcpRelease is the kcp release line of the shard, which selects the
+	// default resources (DefaultResourcesOf).
+	KcpRelease string
 }
 
 // NewOptions returns the defaults: two workers, the default resources, no
 // system clusters.
 func NewOptions() *Options {
-	return &Options{Workers: DefaultWorkers}
+	return &Options{Workers: DefaultWorkers, KcpRelease: string(kcpcache.DefaultKcpRelease)}
 }
 
 // AddFlags adds the options' flags to fs.
@@ -34,6 +39,16 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		"Resources replicated in addition to the kcp types kcp replicates, as resource.version.group.")
 	fs.BoolVar(&o.ReplicateSystemClusters, "replication-system-clusters", o.ReplicateSystemClusters,
 		"Also replicate objects in logical clusters named system:*.")
+	fs.StringVar(&o.KcpRelease, "replication-kcp-release", o.KcpRelease,
+		"The kcp release line of this shard, which selects the kcp types replicated by default: "+joinReleases()+".")
+}
+
+func joinReleases() string {
+	var names []string
+	for _, r := range kcpcache.KcpReleases() {
+		names = append(names, string(r))
+	}
+	return strings.Join(names, ", ")
 }
 
 // Validate reports every invalid option.
@@ -47,16 +62,22 @@ func (o *Options) Validate() []error {
 			errs = append(errs, err)
 		}
 	}
+	if _, err := kcpcache.KcpTypesOf(kcpcache.KcpRelease(o.KcpRelease)); err != nil {
+		errs = append(errs, fmt.Errorf("--replication-kcp-release: %w", err))
+	}
 	return errs
 }
 
 // ApplyTo sets cfg's resources and system-cluster switch. Resources already
-// in cfg (with their filters) are kept; the defaults are added when cfg has
-// none, and the extra resources when not already there.
+// in cfg (with their filters) are kept; the defaults of the release line are
+// added when cfg has none, and the extra resources when not already there.
 func (o *Options) ApplyTo(cfg *Config) error {
 	resources := cfg.Resources
 	if resources == nil {
-		resources = DefaultResources()
+		var err error
+		if resources, err = DefaultResourcesOf(kcpcache.KcpRelease(o.KcpRelease)); err != nil {
+			return err
+		}
 	}
 	have := map[schema.GroupVersionResource]bool{}
 	for _, r := range resources {

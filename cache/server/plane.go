@@ -44,7 +44,7 @@ func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crdI
 	if err := plane.WatchCRDs(ctx, crdInformer); err != nil {
 		return err
 	}
-	exported := dataplane.NewExportSource(plane, exportedTypes(crds))
+	exported := dataplane.NewExportSource(plane, exportedTypes(crds), s.etcdClient)
 	return s.GenericAPIServer.AddPostStartHook(ExportedResourcesHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
 		go exported.Run(klog.NewContext(hookCtx, klog.FromContext(ctx)))
 		return nil
@@ -52,7 +52,8 @@ func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crdI
 }
 
 // ExportedResourcesHookName is the post-start hook that serves the identity
-// resources cached APIExports and CachedResources declare.
+// resources cached APIExports and CachedResources declare, and the
+// resources CachedResources publish, without identity.
 const ExportedResourcesHookName = "kcp-cache-exported-resources"
 
 // exportedTypes names the bootstrapped types whose objects declare identity
@@ -68,6 +69,8 @@ func exportedTypes(crds []*apiextensionsv1.CustomResourceDefinition) dataplane.E
 			types.APIResourceSchemas = gr
 		case schema.GroupResource{Group: "cache.kcp.io", Resource: "cachedresources"}:
 			types.CachedResources = gr
+		case schema.GroupResource{Group: "cache.kcp.io", Resource: "clustercachedresources"}:
+			types.ClusterCachedResources = gr
 		}
 	}
 	return types

@@ -36,11 +36,7 @@ func (s *Server) startRemoval(ctx context.Context, c CompletedConfig, crds apiex
 	if cfg.CheckInterval <= 0 {
 		return fmt.Errorf("the removal check interval must be positive, got %s", cfg.CheckInterval)
 	}
-	client, err := newEtcdClient(c.derived.storage.Transport)
-	if err != nil {
-		return fmt.Errorf("etcd client for data removal: %w", err)
-	}
-	s.etcdClient = client
+	client := s.etcdClient
 	prefix := c.derived.storage.Prefix
 	purger := removal.NewShardPurger(removal.ShardPurgerConfig{
 		Client:    client,

@@ -38,7 +38,8 @@ type Server struct {
 	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
 	etcd          *embeddedetcd.Server
 	etcdTLS       *embeddedetcd.TLSFiles
-	// etcdClient reaches the cache's etcd directly, for data removal.
+	// etcdClient reaches the cache's etcd directly, for data removal and
+	// for reading every identity of a published resource at once.
 	etcdClient *clientv3.Client
 	// background are the removal loops the post-start hooks started; stop
 	// waits for them before it closes their etcd client and the etcd.
@@ -107,6 +108,9 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	boot := bootstrap.NewInstaller(c.Extra.BootstrapCRDs)
+	if s.etcdClient, err = newEtcdClient(c.derived.storage.Transport); err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
 	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), c.Extra.BootstrapCRDs, boot); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -146,8 +147,9 @@ func parseCachedResource(body string, annotations map[string]string) (cachedReso
 // Declarations of one resource (one identity, group and resource) from
 // several sources are merged: their versions are united, and the first in a
 // stable order decides the rest. Records are visited in key order so the
-// result does not depend on map iteration.
-func identityResources(exports map[partitionName]exportRecord, schemas map[partitionName]schemaRecord, cached map[partitionName]cachedResourceRecord) (map[schema.GroupResource]Resource, []error) {
+// result does not depend on map iteration. cached holds the records of
+// each type of CachedResource (kcp v0.32's, kcp main's), in that order.
+func identityResources(exports map[partitionName]exportRecord, schemas map[partitionName]schemaRecord, cached []map[partitionName]cachedResourceRecord) (map[schema.GroupResource]Resource, []error) {
 	out := map[schema.GroupResource]Resource{}
 	var conflicts []error
 	add := func(r Resource) {
@@ -174,9 +176,11 @@ func identityResources(exports map[partitionName]exportRecord, schemas map[parti
 			add(identityResource(s.group, s.plural, e.identity, s.singular, s.kind, s.listKind, s.namespaced, s.versions))
 		}
 	}
-	for _, k := range sortedKeys(cached) {
-		c := cached[k]
-		add(identityResource(c.group, c.resource, c.identity, "", c.kind, "", c.namespaced, []string{c.version}))
+	for _, records := range cached {
+		for _, k := range sortedKeys(records) {
+			c := records[k]
+			add(identityResource(c.group, c.resource, c.identity, "", c.kind, "", c.namespaced, []string{c.version}))
+		}
 	}
 	for gr, r := range out {
 		// Oldest first, as CRDs list them.
@@ -187,6 +191,13 @@ func identityResources(exports map[partitionName]exportRecord, schemas map[parti
 }
 
 func identityResource(group, plural, identity, singular, kind, listKind string, namespaced bool, versions []string) Resource {
+	r := plainResource(group, plural, singular, kind, listKind, namespaced, versions)
+	r.Resource = plural + ":" + identity
+	return r
+}
+
+// plainResource declares a resource under its plain name.
+func plainResource(group, plural, singular, kind, listKind string, namespaced bool, versions []string) Resource {
 	if singular == "" {
 		singular = strings.ToLower(kind)
 	}
@@ -194,7 +205,7 @@ func identityResource(group, plural, identity, singular, kind, listKind string, 
 		listKind = kind + "List"
 	}
 	return Resource{
-		Group: group, Resource: plural + ":" + identity,
+		Group: group, Resource: plural,
 		Singular: singular, Kind: kind, ListKind: listKind,
 		Namespaced: namespaced, Versions: slices.Clone(versions),
 		// The origin shard validated the names; the cache must not refuse
@@ -219,4 +230,79 @@ func sortedKeys[V any](m map[partitionName]V) []partitionName {
 		return a.name < b.name
 	})
 	return keys
+}
+
+// A publication is a resource as cached CachedResources publish it, seen
+// without an identity. kcp's cache answers for "<group>/<resource>" without
+// an identity (pkg/cache/server/crd_lister.go there): a wildcard read (its
+// CachedResource replication opens metadata-only wildcard informers so)
+// reads every identity's objects; a read in one logical cluster resolves
+// the identity through that cluster's CachedResource.
+type publication struct {
+	// resource is the plain resource: the kind and scope the first
+	// CachedResource (in partition order) declares, every published
+	// version.
+	resource Resource
+	// identities are those of every publishing CachedResource, sorted;
+	// byCluster those of the CachedResources in each logical cluster.
+	identities []string
+	byCluster  map[string][]string
+}
+
+func (p publication) equal(o publication) bool {
+	return p.resource.equal(o.resource) && slices.Equal(p.identities, o.identities) && maps.EqualFunc(p.byCluster, o.byCluster, slices.Equal)
+}
+
+// readOrder returns the identities a read by name in cluster tries, in
+// order: those of the cluster's own CachedResources, then every other.
+func (p publication) readOrder(cluster string) []string {
+	own := p.byCluster[cluster]
+	out := slices.Clone(own)
+	for _, id := range p.identities {
+		if !slices.Contains(own, id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// publications derives the publications of the CachedResource records
+// (of each type, in order). Two CachedResources of one resource may
+// disagree on its kind or scope; the first in a stable order decides and
+// the conflict is reported.
+func publications(cached []map[partitionName]cachedResourceRecord) (map[schema.GroupResource]publication, []error) {
+	out := map[schema.GroupResource]publication{}
+	var conflicts []error
+	for _, records := range cached {
+		for _, k := range sortedKeys(records) {
+			c := records[k]
+			r := plainResource(c.group, c.resource, "", c.kind, "", c.namespaced, []string{c.version})
+			gr := r.GroupResource()
+			p, ok := out[gr]
+			if !ok {
+				p = publication{resource: r, byCluster: map[string][]string{}}
+			} else {
+				if !p.resource.sameStorage(r) {
+					conflicts = append(conflicts, fmt.Errorf("%s is published differently (kind %s/%s, namespaced %t/%t); keeping the first", gr, p.resource.Kind, r.Kind, p.resource.Namespaced, r.Namespaced))
+				}
+				p.resource.Versions = unionVersions(p.resource.Versions, r.Versions)
+			}
+			if !slices.Contains(p.identities, c.identity) {
+				p.identities = append(p.identities, c.identity)
+			}
+			if !slices.Contains(p.byCluster[k.cluster], c.identity) {
+				p.byCluster[k.cluster] = append(p.byCluster[k.cluster], c.identity)
+			}
+			out[gr] = p
+		}
+	}
+	for gr, p := range out {
+		slices.SortFunc(p.resource.Versions, version.CompareKubeAwareVersionStrings)
+		slices.Sort(p.identities)
+		for _, ids := range p.byCluster {
+			slices.Sort(ids)
+		}
+		out[gr] = p
+	}
+	return out, conflicts
 }

@@ -39,7 +39,7 @@ func TestIdentityResourcesMergeAndSkip(t *testing.T) {
 	cached := map[partitionName]cachedResourceRecord{
 		pn("a", "c1", "cr"): {identity: "h2", group: "", version: "v1", resource: "configmaps", kind: "ConfigMap", namespaced: true},
 	}
-	got, conflicts := identityResources(exports, schemas, cached)
+	got, conflicts := identityResources(exports, schemas, []map[partitionName]cachedResourceRecord{cached})
 	if len(conflicts) != 0 {
 		t.Errorf("conflicts: %v", conflicts)
 	}
@@ -58,7 +58,7 @@ func TestIdentityResourcesMergeAndSkip(t *testing.T) {
 	// Two declarations of one identity resource that disagree: the first
 	// (in partition order) decides, and the conflict is reported.
 	schemas[pn("b", "c2", "s2")] = schemaRecord{group: "example.dev", plural: "widgets", kind: "Widget", namespaced: false, versions: []string{"v2"}}
-	got, conflicts = identityResources(exports, schemas, cached)
+	got, conflicts = identityResources(exports, schemas, []map[partitionName]cachedResourceRecord{cached})
 	if len(conflicts) != 1 || !got[Resource{Group: "example.dev", Resource: "widgets:h1"}.GroupResource()].Namespaced {
 		t.Errorf("conflicting scopes: %v, %+v", conflicts, got)
 	}
@@ -72,5 +72,46 @@ func TestParseCachedResourceNeedsKcpsAnnotations(t *testing.T) {
 	r, ok := parseCachedResource(body, map[string]string{annotationCachedResourceKind: "Gadget", annotationCachedResourceScope: "Cluster"})
 	if !ok || r.kind != "Gadget" || r.namespaced || r.identity != "h" || r.resource != "gadgets" {
 		t.Errorf("parseCachedResource = %+v, %t", r, ok)
+	}
+}
+
+func TestPublicationsUniteIdentitiesByCluster(t *testing.T) {
+	pn := func(shard, cluster, name string) partitionName { return partitionName{shard, cluster, name} }
+	instances := func(identity, version string) cachedResourceRecord {
+		return cachedResourceRecord{identity: identity, group: "machines.svm.io", version: version, resource: "instances", kind: "Instance"}
+	}
+	// kcp v0.32's CachedResources on one shard, kcp main's
+	// ClusterCachedResources on another: two workspaces share identity a,
+	// one has b, and one workspace publishes two versions under a and c.
+	cached := map[partitionName]cachedResourceRecord{
+		pn("alpha", "ws-a1", "instances"): instances("a", "v1alpha1"),
+		pn("alpha", "ws-b1", "instances"): instances("b", "v1alpha1"),
+	}
+	clusterCached := map[partitionName]cachedResourceRecord{
+		pn("beta", "ws-a2", "instances"):    instances("a", "v1alpha1"),
+		pn("beta", "ws-a2", "instances-v2"): instances("c", "v1beta1"),
+	}
+	got, conflicts := publications([]map[partitionName]cachedResourceRecord{cached, clusterCached})
+	if len(conflicts) != 0 || len(got) != 1 {
+		t.Fatalf("publications = %v, conflicts %v; want one, none", got, conflicts)
+	}
+	p := got[Resource{Group: "machines.svm.io", Resource: "instances"}.GroupResource()]
+	if p.resource.Kind != "Instance" || p.resource.ListKind != "InstanceList" || p.resource.Namespaced ||
+		!slices.Equal(p.resource.Versions, []string{"v1alpha1", "v1beta1"}) || !slices.Equal(p.identities, []string{"a", "b", "c"}) {
+		t.Errorf("publication = %+v; want Instance, cluster-scoped, v1alpha1 v1beta1, identities a b c", p)
+	}
+	for cluster, want := range map[string][]string{
+		"ws-a1": {"a", "b", "c"}, "ws-b1": {"b", "a", "c"}, "ws-a2": {"a", "c", "b"}, "elsewhere": {"a", "b", "c"},
+	} {
+		if order := p.readOrder(cluster); !slices.Equal(order, want) {
+			t.Errorf("read order in %s = %v, want %v (the cluster's own first)", cluster, order, want)
+		}
+	}
+
+	// A CachedResource that disagrees on the scope: the first decides.
+	clusterCached[pn("beta", "ws-x", "instances")] = cachedResourceRecord{identity: "d", group: "machines.svm.io", version: "v1alpha1", resource: "instances", kind: "Instance", namespaced: true}
+	got, conflicts = publications([]map[partitionName]cachedResourceRecord{cached, clusterCached})
+	if p := got[Resource{Group: "machines.svm.io", Resource: "instances"}.GroupResource()]; len(conflicts) != 1 || p.resource.Namespaced || !slices.Contains(p.identities, "d") {
+		t.Errorf("conflicting scope: %v, %+v; want one conflict, cluster-scoped, d among the identities", conflicts, p)
 	}
 }

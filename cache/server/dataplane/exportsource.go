@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,7 +25,10 @@ import (
 type ExportedTypes struct {
 	APIExports         schema.GroupResource
 	APIResourceSchemas schema.GroupResource
-	CachedResources    schema.GroupResource
+	// CachedResources are kcp v0.32's, ClusterCachedResources kcp main's
+	// (renamed, same fields); shards of both may share the cache.
+	CachedResources        schema.GroupResource
+	ClusterCachedResources schema.GroupResource
 }
 
 // rewatchDelay spaces attempts to follow a type whose watch failed.
@@ -34,9 +38,11 @@ const rewatchDelay = time.Second
 // APIExport exports (its APIResourceSchemas, in the same partition, say
 // which resources, kinds, scopes and versions) and every CachedResource
 // declares, and stops serving one once nothing declares it any more (its
-// data stays). It follows the types through the registry's own stores, not
-// through HTTP informers, so it holds a few fields per object rather than
-// second copies of whole schemas.
+// data stays). It also serves every resource CachedResources publish
+// without identity (see publication), read-only. It follows the types
+// through the registry's own stores, not through HTTP informers, so it
+// holds a few fields per object rather than second copies of whole
+// schemas.
 type ExportSource struct {
 	*exportSource
 	types ExportedTypes
@@ -45,22 +51,27 @@ type ExportSource struct {
 }
 
 // NewExportSource prepares a source over types, which must be registered
-// (pinned) already. From now on the registry counts each followed type as a
-// pending source until Run has delivered its objects once.
-func NewExportSource(r *Registry, types ExportedTypes) *ExportSource {
+// (pinned) already; etcd is the client that reads a resource published
+// without identity (every identity at once, see partition.NewUnionDecorator).
+// From now on the registry counts each followed type as a pending source
+// until Run has delivered its objects once.
+func NewExportSource(r *Registry, types ExportedTypes, etcd *clientv3.Client) *ExportSource {
 	src := &ExportSource{
 		exportSource: &exportSource{
-			registry:   r,
-			exports:    map[partitionName]exportRecord{},
-			schemas:    map[partitionName]schemaRecord{},
-			cached:     map[partitionName]cachedResourceRecord{},
-			registered: map[schema.GroupResource]Resource{},
-			changed:    make(chan struct{}, 1),
+			registry:      r,
+			etcd:          etcd,
+			exports:       map[partitionName]exportRecord{},
+			schemas:       map[partitionName]schemaRecord{},
+			cached:        map[partitionName]cachedResourceRecord{},
+			clusterCached: map[partitionName]cachedResourceRecord{},
+			registered:    map[schema.GroupResource]Resource{},
+			published:     map[schema.GroupResource]publication{},
+			changed:       make(chan struct{}, 1),
 		},
 		types:  types,
 		synced: map[schema.GroupResource]func(){},
 	}
-	for _, gr := range []schema.GroupResource{types.APIExports, types.APIResourceSchemas, types.CachedResources} {
+	for _, gr := range []schema.GroupResource{types.APIExports, types.APIResourceSchemas, types.CachedResources, types.ClusterCachedResources} {
 		if gr.Resource != "" {
 			src.synced[gr] = r.AddSource()
 		}
@@ -82,10 +93,14 @@ func (src *ExportSource) Run(ctx context.Context) {
 	follow(src.types.APIResourceSchemas, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
 		setRecords(&src.mu, src.schemas, all, k, o, func(o *opaque.Object) (schemaRecord, bool) { return parseSchema(o.Body()) })
 	})
+	parseCached := func(o *opaque.Object) (cachedResourceRecord, bool) {
+		return parseCachedResource(o.Body(), o.GetAnnotations())
+	}
 	follow(src.types.CachedResources, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
-		setRecords(&src.mu, src.cached, all, k, o, func(o *opaque.Object) (cachedResourceRecord, bool) {
-			return parseCachedResource(o.Body(), o.GetAnnotations())
-		})
+		setRecords(&src.mu, src.cached, all, k, o, parseCached)
+	})
+	follow(src.types.ClusterCachedResources, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
+		setRecords(&src.mu, src.clusterCached, all, k, o, parseCached)
 	})
 	src.reconcileLoop(ctx)
 }
@@ -93,15 +108,22 @@ func (src *ExportSource) Run(ctx context.Context) {
 // exportSource is the state an ExportSource's goroutines share.
 type exportSource struct {
 	registry *Registry
+	etcd     *clientv3.Client
 
-	mu      sync.Mutex
-	exports map[partitionName]exportRecord
-	schemas map[partitionName]schemaRecord
-	cached  map[partitionName]cachedResourceRecord
+	mu            sync.Mutex
+	exports       map[partitionName]exportRecord
+	schemas       map[partitionName]schemaRecord
+	cached        map[partitionName]cachedResourceRecord
+	clusterCached map[partitionName]cachedResourceRecord
+	// pendingSynced are the synced marks of types whose initial sets the
+	// next reconcile serves.
+	pendingSynced []func()
 
-	// registered is what this source has registered (only the reconcile
-	// loop touches it); lastConflicts is what was last logged.
+	// registered and published are what this source has registered and
+	// published (only the reconcile loop touches them); lastConflicts is
+	// what was last logged.
 	registered    map[schema.GroupResource]Resource
+	published     map[schema.GroupResource]publication
 	lastConflicts string
 	// changed wakes the reconcile loop; one pending wake-up is enough.
 	changed chan struct{}
@@ -196,7 +218,12 @@ func (s *exportSource) followOnce(ctx context.Context, gr schema.GroupResource, 
 			if initial != nil && o.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
 				apply(initial, nil, nil)
 				initial = nil
-				synced()
+				// Synced once what the initial set declares is served
+				// (reconcile calls it), so that no request in between
+				// takes a declared resource for an unknown one.
+				s.mu.Lock()
+				s.pendingSynced = append(s.pendingSynced, synced)
+				s.mu.Unlock()
 				s.wake()
 			}
 			continue
@@ -244,8 +271,18 @@ func (s *exportSource) reconcileLoop(ctx context.Context) {
 func (s *exportSource) reconcile(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	s.mu.Lock()
-	want, conflicts := identityResources(s.exports, s.schemas, s.cached)
+	cached := []map[partitionName]cachedResourceRecord{s.cached, s.clusterCached}
+	want, conflicts := identityResources(s.exports, s.schemas, cached)
+	pubs, pubConflicts := publications(cached)
+	synced := s.pendingSynced
+	s.pendingSynced = nil
 	s.mu.Unlock()
+	defer func() {
+		for _, f := range synced {
+			f()
+		}
+	}()
+	conflicts = append(conflicts, pubConflicts...)
 	if msg := joinErrors(conflicts); msg != s.lastConflicts {
 		if msg != "" {
 			logger.Info("Conflicting declarations of identity resources", "conflicts", msg)
@@ -266,6 +303,22 @@ func (s *exportSource) reconcile(ctx context.Context) {
 		if _, ok := want[gr]; !ok {
 			s.registry.Unregister(ctx, gr)
 			delete(s.registered, gr)
+		}
+	}
+	for gr, p := range pubs {
+		if old, ok := s.published[gr]; ok && old.equal(p) {
+			continue
+		}
+		if err := s.registry.publish(ctx, p, s.etcd); err != nil {
+			logger.Error(err, "Cannot serve a published resource without identity", "resource", gr)
+			continue
+		}
+		s.published[gr] = p
+	}
+	for gr := range s.published {
+		if _, ok := pubs[gr]; !ok {
+			s.registry.unpublish(ctx, gr)
+			delete(s.published, gr)
 		}
 	}
 }

@@ -48,6 +48,10 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 				unavailable(w, req, gv, gr, "the cache server is starting and does not know its types yet")
 				return
 			}
+			if p := r.lookupPublished(gr); p != nil {
+				r.servePublished(w, req, p, info, delegate)
+				return
+			}
 			if sibling := r.identitySibling(gr); sibling != nil {
 				r.serveUnknownIdentity(w, req, sibling, info, gr)
 				return

@@ -38,6 +38,9 @@ type Registry struct {
 
 	mu     sync.RWMutex
 	served map[schema.GroupResource]*served
+	// published are the resources CachedResources publish, served without
+	// identity where served has no type of that name (see published.go).
+	published map[schema.GroupResource]*publishedType
 	// sourcesAdded and pendingSources say whether every declaration source
 	// has delivered its initial set; until then an unknown type may still
 	// appear, so its requests get 503 instead of 404.
@@ -58,7 +61,7 @@ type served struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry(cfg Config) *Registry {
-	return &Registry{cfg: cfg, served: map[schema.GroupResource]*served{}}
+	return &Registry{cfg: cfg, served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
 }
 
 // Pin registers a type that is served for the registry's whole life, such
@@ -196,6 +199,8 @@ func (r *Registry) Destroy() {
 	r.mu.Lock()
 	all := r.served
 	r.served = map[schema.GroupResource]*served{}
+	// Published resources hold no watch cache; they read etcd per request.
+	r.published = map[schema.GroupResource]*publishedType{}
 	r.mu.Unlock()
 	for _, s := range all {
 		s.store.DestroyFunc()

@@ -34,8 +34,15 @@ func (g opaqueRESTOptions) GetRESTOptions(gr schema.GroupResource, example runti
 
 // newStore builds the registry Store of r: upstream's generic Store (create,
 // update, delete, list, watch, dry-run, preconditions, paging) with the
-// opaque objects and our strategy.
+// opaque objects and our strategy, on the partitioned storage getter
+// provides.
 func newStore(r Resource, getter generic.RESTOptionsGetter, t typing) (*registry.Store, error) {
+	return newStoreWith(r, opaqueRESTOptions{getter}, t)
+}
+
+// newStoreWith builds the registry Store of r on the storage options
+// returns.
+func newStoreWith(r Resource, options generic.RESTOptionsGetter, t typing) (*registry.Store, error) {
 	gr := r.GroupResource()
 	s := newStrategy(r, t)
 	store := &registry.Store{
@@ -52,7 +59,7 @@ func newStore(r Resource, getter generic.RESTOptionsGetter, t typing) (*registry
 	if r.Namespaced {
 		attrs = storage.DefaultNamespaceScopedAttr
 	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: opaqueRESTOptions{getter}, AttrFunc: attrs}); err != nil {
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: options, AttrFunc: attrs}); err != nil {
 		return nil, err
 	}
 	return store, nil

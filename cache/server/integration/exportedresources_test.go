@@ -179,4 +179,13 @@ func TestCachedResourcesAreServedUnderTheirIdentity(t *testing.T) {
 	if err != nil || len(list.Items) != 1 || list.Items[0].GetAPIVersion() != "v1" {
 		t.Errorf("*/* configmaps:ddd = %v, %v", list, err)
 	}
+	// Published without identity too: core-group identities are stored at
+	// the top of the cache's prefix.
+	cachetest.Eventually(t, "configmaps served without identity", func(ctx context.Context) error {
+		list, err := dyn(t, srv, "*", "*").Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).List(ctx, metav1.ListOptions{})
+		if err != nil || len(list.Items) != 1 || list.Items[0].GetName() != "c" {
+			return errorf("*/* configmaps = %v, %v; want the one ConfigMap", list, err)
+		}
+		return nil
+	})
 }

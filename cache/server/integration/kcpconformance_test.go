@@ -60,6 +60,24 @@ var kcpReadTypes = []schema.GroupVersionResource{
 	{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
 }
 
+// kcpMainReadTypes are the types a shard of kcp main (August 2026) opens
+// its wildcard informers on: v0.32's, with cachedresources and
+// cachedresourceendpointslices renamed (kcp PR 4281; its
+// pkg/cache/server/bootstrap and the cache informers of its pkg/server).
+var kcpMainReadTypes = func() []schema.GroupVersionResource {
+	renamed := map[string]string{
+		"cachedresources":              "clustercachedresources",
+		"cachedresourceendpointslices": "clustercachedresourceendpointslices",
+	}
+	out := slices.Clone(kcpReadTypes)
+	for i, gvr := range out {
+		if to, ok := renamed[gvr.Resource]; ok {
+			out[i].Resource = to
+		}
+	}
+	return out
+}()
+
 // kcpCopy is an object as kcp's replication controller pushes it.
 type kcpCopy struct {
 	gvr             schema.GroupVersionResource
@@ -96,8 +114,8 @@ type recordedRequest struct {
 	code   int
 }
 
-func newKcpShardClient(t *testing.T, srv *cachetest.Server) *kcpShardClient {
-	c := &kcpShardClient{cfg: srv.UserConfig(t, "kcp-shard-alpha", "system:masters")}
+func newKcpShardClient(t *testing.T, srv *cachetest.Server, shard string) *kcpShardClient {
+	c := &kcpShardClient{cfg: srv.UserConfig(t, "kcp-shard-"+shard, "system:masters")}
 	c.cfg.QPS, c.cfg.Burst = 1000, 1000
 	c.cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
@@ -119,6 +137,51 @@ func (c *kcpShardClient) scoped(t *testing.T, shard, cluster string) *dynamic.Dy
 	return cachetest.Dynamic(t, c.cfg, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster}))
 }
 
+// metadataScoped is the shard's metadata-only cache client, as kcp builds
+// it for its CachedResource replication (CachePartialMetadataDDSIF).
+func (c *kcpShardClient) metadataScoped(t *testing.T, shard, cluster string) *dynamic.DynamicClient {
+	return cachetest.Dynamic(t, partialMetadataConfig(c.cfg), kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster}))
+}
+
+// startInformers opens the shard's wildcard informers on types.
+func (c *kcpShardClient) startInformers(ctx context.Context, t *testing.T, types []schema.GroupVersionResource) []*wildcardInformer {
+	var informers []*wildcardInformer
+	for _, gvr := range types {
+		informers = append(informers, c.startWildcardInformer(ctx, t, gvr))
+	}
+	return informers
+}
+
+// checkWatchListFallback checks that the shard's informers on types asked
+// as kcp does: a wildcard watch-list, refused with 400, then a list.
+func (c *kcpShardClient) checkWatchListFallback(t *testing.T, types []schema.GroupVersionResource) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, gvr := range types {
+		path := kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "*", Cluster: "*"}) + groupVersionPath(gvr) + "/" + gvr.Resource
+		var asked, listed bool
+		for _, r := range c.requests {
+			if r.url.Path != path {
+				continue
+			}
+			q := r.url.Query()
+			if q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" && q.Get("resourceVersionMatch") == "NotOlderThan" && q.Get("allowWatchBookmarks") == "true" {
+				asked = true
+				if r.code != http.StatusBadRequest {
+					t.Errorf("%s: a wildcard watch-list answered %d, want 400", gvr.Resource, r.code)
+				}
+			}
+			if r.method == http.MethodGet && q.Get("watch") == "" && r.code == http.StatusOK {
+				listed = true
+			}
+		}
+		if !asked || !listed {
+			t.Errorf("%s: watch-list asked %t, listed %t; want both", gvr.Resource, asked, listed)
+		}
+	}
+}
+
 // clusterKey keys kcp's stores: logical cluster, namespace, name (kcp's
 // client-go fork, MetaClusterNamespaceKeyFunc), never the shard.
 func clusterKey(obj interface{}) (string, error) {
@@ -136,13 +199,20 @@ func clusterKey(obj interface{}) (string, error) {
 // "*/*" into a cluster-keyed store, with client-go's defaults (it asks for
 // a watch-list first).
 type wildcardInformer struct {
-	gvr       schema.GroupVersionResource
-	store     cache.Store
-	reflector *cache.Reflector
+	gvr    schema.GroupVersionResource
+	store  cache.Store
+	synced func() bool
 }
 
 func (c *kcpShardClient) startWildcardInformer(ctx context.Context, t *testing.T, gvr schema.GroupVersionResource) *wildcardInformer {
-	resource := c.scoped(t, "*", "*").Resource(gvr)
+	store, synced := startReflector(ctx, c.scoped(t, "*", "*").Resource(gvr), "kcp-global-"+gvr.Resource)
+	return &wildcardInformer{gvr: gvr, store: store, synced: synced}
+}
+
+// startReflector runs a reflector over resource into a store keyed as
+// kcp's are (clusterKey), with client-go's defaults, until ctx ends. synced
+// reports whether it has listed.
+func startReflector(ctx context.Context, resource dynamic.ResourceInterface, name string) (store cache.Store, synced func() bool) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return resource.List(ctx, o)
@@ -151,13 +221,11 @@ func (c *kcpShardClient) startWildcardInformer(ctx context.Context, t *testing.T
 			return resource.Watch(ctx, o)
 		},
 	}
-	inf := &wildcardInformer{gvr: gvr, store: cache.NewStore(clusterKey)}
-	inf.reflector = cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, inf.store, cache.ReflectorOptions{Name: "kcp-global-" + gvr.Resource})
-	go inf.reflector.RunWithContext(ctx)
-	return inf
+	store = cache.NewStore(clusterKey)
+	r := cache.NewReflectorWithOptions(lw, &unstructured.Unstructured{}, store, cache.ReflectorOptions{Name: name})
+	go r.RunWithContext(ctx)
+	return store, func() bool { return r.LastSyncResourceVersion() != "" }
 }
-
-func (i *wildcardInformer) synced() bool { return i.reflector.LastSyncResourceVersion() != "" }
 
 // origin is the metadata of the object a copy mirrors.
 var originCreated = metav1.NewTime(time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC))
@@ -186,17 +254,19 @@ func TestKcpShardConformance(t *testing.T) {
 	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)
-	shard := newKcpShardClient(t, srv)
+	// A kcp v0.32 shard and a kcp main shard on one cache, as during an
+	// upgrade.
+	shard := newKcpShardClient(t, srv, "alpha")
+	mainShard := newKcpShardClient(t, srv, "beta")
 	const shardName, cluster = "alpha", "2x8fvm1s2b3h4k5l"
 
-	// 1. Every global informer syncs, as the shard's readiness needs.
-	var informers []*wildcardInformer
-	for _, gvr := range kcpReadTypes {
-		informers = append(informers, shard.startWildcardInformer(ctx, t, gvr))
-	}
+	// 1. Every global informer of both syncs, as each shard's readiness
+	// needs.
+	informers := shard.startInformers(ctx, t, kcpReadTypes)
+	mainInformers := mainShard.startInformers(ctx, t, kcpMainReadTypes)
 	cachetest.Eventually(t, "every kcp informer synced", func(context.Context) error {
 		var pending []string
-		for _, i := range informers {
+		for _, i := range append(slices.Clone(informers), mainInformers...) {
 			if !i.synced() {
 				pending = append(pending, i.gvr.Resource)
 			}
@@ -208,30 +278,8 @@ func TestKcpShardConformance(t *testing.T) {
 	})
 	// They asked as kcp does; a wildcard watch-list is refused with 400 and
 	// the informer falls back to list+watch.
-	shard.mu.Lock()
-	for _, gvr := range kcpReadTypes {
-		path := kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "*", Cluster: "*"}) + groupVersionPath(gvr) + "/" + gvr.Resource
-		var asked, listed bool
-		for _, r := range shard.requests {
-			if r.url.Path != path {
-				continue
-			}
-			q := r.url.Query()
-			if q.Get("watch") == "true" && q.Get("sendInitialEvents") == "true" && q.Get("resourceVersionMatch") == "NotOlderThan" && q.Get("allowWatchBookmarks") == "true" {
-				asked = true
-				if r.code != http.StatusBadRequest {
-					t.Errorf("%s: a wildcard watch-list answered %d, want 400", gvr.Resource, r.code)
-				}
-			}
-			if r.method == http.MethodGet && q.Get("watch") == "" && r.code == http.StatusOK {
-				listed = true
-			}
-		}
-		if !asked || !listed {
-			t.Errorf("%s: watch-list asked %t, listed %t; want both", gvr.Resource, asked, listed)
-		}
-	}
-	shard.mu.Unlock()
+	shard.checkWatchListFallback(t, kcpReadTypes)
+	mainShard.checkWatchListFallback(t, kcpMainReadTypes)
 
 	// 2. Copies: POST, PUT, DELETE into the shard's own partition.
 	partition := shard.scoped(t, shardName, cluster)
@@ -354,6 +402,51 @@ func TestKcpShardConformance(t *testing.T) {
 		}
 		if d := kcpReplicationDiff(w.gvr, changed, cached); d != "" {
 			t.Errorf("%s: after kcp's repair the copy differs from its original (-original +copy):\n%s", w.gvr.Resource, d)
+		}
+	}
+
+	// 6. Published resources (kcp's CacheAPIs): each shard pushes its
+	// CachedResource (kcp main: ClusterCachedResource) with the identity
+	// its controller set, then the published objects under
+	// "<resource>:<identity>".
+	published := []struct {
+		client         *kcpShardClient
+		shard, cluster string
+		gvr            schema.GroupVersionResource
+		kind, identity string
+	}{
+		{shard, shardName, cluster, cachedResourcesGVR, "CachedResource", "a1b2c3"},
+		{mainShard, "beta", "7k2m9q4w", clusterCachedResourcesGVR, "ClusterCachedResource", "d4e5f6"},
+	}
+	for _, p := range published {
+		partition := p.client.scoped(t, p.shard, p.cluster)
+		if _, err := partition.Resource(p.gvr).Create(ctx, cachedResource(p.gvr, p.kind, "instances", p.identity), metav1.CreateOptions{}); err != nil {
+			t.Fatalf("POST %s: %v", p.gvr.Resource, err)
+		}
+		cachetest.Eventually(t, "instances:"+p.identity+" accepts the copy", func(ctx context.Context) error {
+			_, err := partition.Resource(instancesOf(p.identity)).Create(ctx, instance("web-server-1", "1"), metav1.CreateOptions{})
+			return err
+		})
+	}
+	// Each shard's replication of published objects opens a metadata-only
+	// wildcard informer on the resource without identity: it lists and
+	// watches every identity.
+	for _, c := range []*kcpShardClient{shard, mainShard} {
+		store, synced := startReflector(ctx, c.metadataScoped(t, "*", "*").Resource(instancesGVR), "kcp-cached-resource-global")
+		cachetest.Eventually(t, "the identity-less metadata informer has both shards' copies", func(context.Context) error {
+			keys := store.ListKeys()
+			slices.Sort(keys)
+			if want := []string{cluster + "|/web-server-1", "7k2m9q4w|/web-server-1"}; !synced() || !slices.Equal(keys, want) {
+				return fmt.Errorf("synced %t, keys %v, want %v", synced(), keys, want)
+			}
+			return nil
+		})
+	}
+	// A read by name in one partition, without identity (kcp's
+	// TestReplicationWithWildcardListing).
+	for _, p := range published {
+		if _, err := p.client.scoped(t, p.shard, p.cluster).Resource(instancesGVR).Get(ctx, "web-server-1", metav1.GetOptions{}); err != nil {
+			t.Errorf("GET %s/%s instances web-server-1 without identity: %v", p.shard, p.cluster, err)
 		}
 	}
 }

@@ -18,4 +18,9 @@
 // The key layout is <resource-prefix>/<shard>/<cluster>/[<namespace>/]<name>
 // below the etcd prefix, computed by one function (objectKey) for both the
 // request path and the watch cache, which must agree exactly.
+//
+// One read goes around upstream's etcd storage: the union of a resource's
+// identities ("<resource-prefix>:<identity>", sibling prefixes that no
+// "<prefix>/" covers) is listed and watched with the etcd client itself,
+// read-only, without a watch cache (NewUnionDecorator).
 package partition
