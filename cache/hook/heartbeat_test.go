@@ -140,7 +140,9 @@ func (w *world) confirmed(t *testing.T, shard string) client.PartitionFreshness 
 	var f client.PartitionFreshness
 	cachetest.Eventually(t, shard+"'s partition confirmed and converged", func(context.Context) error {
 		f = w.heartbeats.Shard(shard)
-		if !f.Known || !f.Confirmed() || !f.Converged || f.PendingKeys != 0 {
+		// Not expired: a stopped hook's last heartbeat stays confirmed and
+		// converged until its successor replaces it.
+		if !f.Known || !f.Confirmed() || f.Expired() || !f.Converged || f.PendingKeys != 0 {
 			return fmt.Errorf("freshness %+v", f)
 		}
 		return nil
