@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 func listOptions() metav1.ListOptions { return metav1.ListOptions{} }
@@ -18,7 +20,7 @@ func TestClusterClientPaths(t *testing.T) {
 	srv := newFakeServer(t)
 	ctx := context.Background()
 	for _, base := range []string{srv.URL, srv.URL + "/services/cache/shards/beige/clusters/other"} {
-		client, err := NewForConfig(&rest.Config{Host: base})
+		cc, err := client.NewForConfig(&rest.Config{Host: base})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -28,19 +30,19 @@ func TestClusterClientPaths(t *testing.T) {
 			want string
 		}{
 			{"cluster-scoped get", func() error {
-				_, err := client.Cluster("amber", "root").Resource(thingsGVR).Get(ctx, "x", getOptions())
+				_, err := cc.Cluster("amber", "root").Resource(thingsGVR).Get(ctx, "x", getOptions())
 				return err
 			}, "/services/cache/shards/amber/clusters/root/apis/g/v1/things/x"},
 			{"namespaced get", func() error {
-				_, err := client.Cluster("amber", "root").Resource(thingsGVR).Namespace("ns").Get(ctx, "x", getOptions())
+				_, err := cc.Cluster("amber", "root").Resource(thingsGVR).Namespace("ns").Get(ctx, "x", getOptions())
 				return err
 			}, "/services/cache/shards/amber/clusters/root/apis/g/v1/namespaces/ns/things/x"},
 			{"wildcard list", func() error {
-				_, err := client.Cluster("*", "*").Resource(thingsGVR).List(ctx, listOptions())
+				_, err := cc.Cluster("*", "*").Resource(thingsGVR).List(ctx, listOptions())
 				return err
 			}, "/services/cache/shards/*/clusters/*/apis/g/v1/things"},
 			{"one cluster across shards", func() error {
-				_, err := client.Cluster("*", "root").Resource(thingsGVR).List(ctx, listOptions())
+				_, err := cc.Cluster("*", "root").Resource(thingsGVR).List(ctx, listOptions())
 				return err
 			}, "/services/cache/shards/*/clusters/root/apis/g/v1/things"},
 			{"create", func() error {
@@ -48,7 +50,7 @@ func TestClusterClientPaths(t *testing.T) {
 				obj.SetAPIVersion("g/v1")
 				obj.SetKind("Thing")
 				obj.SetName("x")
-				_, err := client.Cluster("amber", "root").Resource(thingsGVR).Create(ctx, obj, metav1.CreateOptions{})
+				_, err := cc.Cluster("amber", "root").Resource(thingsGVR).Create(ctx, obj, metav1.CreateOptions{})
 				return err
 			}, "/services/cache/shards/amber/clusters/root/apis/g/v1/things"},
 		}
@@ -67,12 +69,12 @@ func TestClusterClientPaths(t *testing.T) {
 
 func TestClusterClientInvalidScope(t *testing.T) {
 	srv := newFakeServer(t)
-	client, err := NewForConfig(&rest.Config{Host: srv.URL})
+	cc, err := client.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, scope := range [][2]string{{"a/b", "root"}, {"amber", "root:org"}, {"", "root"}, {"amber", ".."}} {
-		_, err := client.Cluster(scope[0], scope[1]).Resource(thingsGVR).Get(context.Background(), "x", getOptions())
+		_, err := cc.Cluster(scope[0], scope[1]).Resource(thingsGVR).Get(context.Background(), "x", getOptions())
 		if err == nil {
 			t.Errorf("scope %v: want an error", scope)
 		}
@@ -83,35 +85,35 @@ func TestClusterClientInvalidScope(t *testing.T) {
 }
 
 func TestNewForConfigRejectsBadHost(t *testing.T) {
-	if _, err := NewForConfig(&rest.Config{Host: "https://cache.example/%zz"}); err == nil {
+	if _, err := client.NewForConfig(&rest.Config{Host: "https://cache.example/%zz"}); err == nil {
 		t.Error("want an error")
 	}
 }
 
 func TestClusterClientSharesRateLimiter(t *testing.T) {
-	client, err := NewForConfig(&rest.Config{Host: "https://cache.example", QPS: 3, Burst: 4})
+	cc, err := client.NewForConfig(&rest.Config{Host: "https://cache.example", QPS: 3, Burst: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if client.config.RateLimiter == nil || client.config.RateLimiter.QPS() != 3 {
-		t.Fatalf("no shared rate limiter with the config's QPS: %v", client.config.RateLimiter)
+	if cc.RESTConfig().RateLimiter == nil || cc.RESTConfig().RateLimiter.QPS() != 3 {
+		t.Fatalf("no shared rate limiter with the config's QPS: %v", cc.RESTConfig().RateLimiter)
 	}
 }
 
 func TestClusterClientWithPaths(t *testing.T) {
 	srv := newFakeServer(t)
 	ctx := context.Background()
-	client, err := NewForConfigWithPaths(&rest.Config{Host: srv.URL}, func(s kcpcache.Scope) string { return "/clusters/" + s.Cluster })
+	cc, err := client.NewForConfigWithPaths(&rest.Config{Host: srv.URL}, func(s kcpcache.Scope) string { return "/clusters/" + s.Cluster })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Cluster("amber", "*").Resource(thingsGVR).List(ctx, listOptions()); err != nil {
+	if _, err := cc.Cluster("amber", "*").Resource(thingsGVR).List(ctx, listOptions()); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := srv.lastPath(t), "/clusters/*/apis/g/v1/things"; got != want {
 		t.Errorf("path %q, want %q", got, want)
 	}
-	if _, err := client.Cluster("amber", "root:org").Resource(thingsGVR).List(ctx, listOptions()); err == nil {
+	if _, err := cc.Cluster("amber", "root:org").Resource(thingsGVR).List(ctx, listOptions()); err == nil {
 		t.Error("an invalid cluster must fail before any request")
 	}
 }

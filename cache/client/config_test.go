@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 var thingsGVR = schema.GroupVersionResource{Group: "g", Version: "v1", Resource: "things"}
@@ -48,7 +50,7 @@ func TestScopedConfig(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			base := tc.base
-			got, err := ScopedConfig(&base, tc.shard, tc.cluster)
+			got, err := client.ScopedConfig(&base, tc.shard, tc.cluster)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got host %q", got.Host)
@@ -113,7 +115,7 @@ func (f *fakeServer) requests() int {
 
 func TestNewConfigRoutesByContext(t *testing.T) {
 	srv := newFakeServer(t)
-	client, err := dynamic.NewForConfig(NewConfig(&rest.Config{Host: srv.URL}))
+	cc, err := dynamic.NewForConfig(client.NewConfig(&rest.Config{Host: srv.URL}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,15 +126,15 @@ func TestNewConfigRoutesByContext(t *testing.T) {
 		want string
 	}{
 		{"no context lists every partition", func() error {
-			_, err := client.Resource(thingsGVR).List(ctx, listOptions())
+			_, err := cc.Resource(thingsGVR).List(ctx, listOptions())
 			return err
 		}, "/services/cache/shards/*/clusters/*/apis/g/v1/things"},
 		{"shard and cluster from the context", func() error {
-			_, err := client.Resource(thingsGVR).Namespace("ns").Get(WithCluster(WithShard(ctx, "amber"), "root"), "x", getOptions())
+			_, err := cc.Resource(thingsGVR).Namespace("ns").Get(client.WithCluster(client.WithShard(ctx, "amber"), "root"), "x", getOptions())
 			return err
 		}, "/services/cache/shards/amber/clusters/root/apis/g/v1/namespaces/ns/things/x"},
 		{"cluster only", func() error {
-			_, err := client.Resource(thingsGVR).List(WithCluster(ctx, "root"), listOptions())
+			_, err := cc.Resource(thingsGVR).List(client.WithCluster(ctx, "root"), listOptions())
 			return err
 		}, "/services/cache/shards/*/clusters/root/apis/g/v1/things"},
 	}
@@ -169,7 +171,7 @@ func TestConfigFromURL(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.url, func(t *testing.T) {
-			cfg, err := ConfigFromURL(tc.url)
+			cfg, err := client.ConfigFromURL(tc.url)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got %q", cfg.Host)
@@ -191,15 +193,15 @@ func TestConfigFromURL(t *testing.T) {
 
 func TestConfigFromURLRoutes(t *testing.T) {
 	srv := newFakeServer(t)
-	cfg, err := ConfigFromURL(srv.URL + "/services/cache/shards/amber/clusters/root")
+	cfg, err := client.ConfigFromURL(srv.URL + "/services/cache/shards/amber/clusters/root")
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := dynamic.NewForConfig(cfg)
+	cc, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Resource(thingsGVR).List(WithCluster(context.Background(), "other"), listOptions()); err != nil {
+	if _, err := cc.Resource(thingsGVR).List(client.WithCluster(context.Background(), "other"), listOptions()); err != nil {
 		t.Fatal(err)
 	}
 	// The URL's shard stays the default; the context overrides the cluster.
@@ -239,7 +241,7 @@ current-context: one
 	}
 	for _, tc := range tests {
 		t.Run("context "+tc.context, func(t *testing.T) {
-			cfg, err := ConfigFromKubeconfig(path, tc.context)
+			cfg, err := client.ConfigFromKubeconfig(path, tc.context)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -251,10 +253,10 @@ current-context: one
 			}
 		})
 	}
-	if _, err := ConfigFromKubeconfig(path, "missing"); err == nil {
+	if _, err := client.ConfigFromKubeconfig(path, "missing"); err == nil {
 		t.Error("want an error for a missing context")
 	}
-	if _, err := ConfigFromKubeconfig(filepath.Join(t.TempDir(), "none"), ""); err == nil {
+	if _, err := client.ConfigFromKubeconfig(filepath.Join(t.TempDir(), "none"), ""); err == nil {
 		t.Error("want an error for a missing file")
 	}
 }

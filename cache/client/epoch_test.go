@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -15,27 +15,26 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // fakeEpochServer stands in for the round tripper: it announces epoch on
 // every list and watch, as a cache server's responses do.
 type fakeEpochServer struct {
 	epoch     string
-	epochs    *Epochs
+	epochs    *client.Epochs
 	listRVs   []string
 	watchRVs  []string
 	watchStop int
 }
 
 func (s *fakeEpochServer) announce(ctx context.Context) {
-	s.epochs.observe(s.epoch)
-	if h, ok := ctx.Value(epochHolderKey{}).(*epochHolder); ok {
-		h.set(s.epoch)
-	}
+	s.epochs.Observe(s.epoch)
+	client.AnnounceEpoch(ctx, s.epoch)
 }
 
-func (s *fakeEpochServer) lw() *observedListerWatcher {
-	lw := newObservedListerWatcher(&cache.ListWatch{
+func (s *fakeEpochServer) lw() *client.ObservedListerWatcher {
+	return client.NewObservedListerWatcher(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			s.listRVs = append(s.listRVs, o.ResourceVersion)
 			s.announce(ctx)
@@ -48,9 +47,7 @@ func (s *fakeEpochServer) lw() *observedListerWatcher {
 			s.announce(ctx)
 			return &countingWatch{Interface: watch.NewRaceFreeFake(), stopped: &s.watchStop}, nil
 		},
-	}, newFreshness(clocktesting.NewFakePassiveClock(time.Unix(100, 0))))
-	lw.epochs = s.epochs
-	return lw
+	}, client.NewFreshness(clocktesting.NewFakePassiveClock(time.Unix(100, 0))), s.epochs)
 }
 
 type countingWatch struct {
@@ -61,7 +58,7 @@ type countingWatch struct {
 func (w *countingWatch) Stop() { *w.stopped++; w.Interface.Stop() }
 
 func TestInformerNeverResumesAWatchAcrossEpochs(t *testing.T) {
-	srv := &fakeEpochServer{epoch: "a", epochs: newEpochs()}
+	srv := &fakeEpochServer{epoch: "a", epochs: client.NewEpochs()}
 	lw := srv.lw()
 	ctx := context.Background()
 	if _, err := lw.ListWithContext(ctx, metav1.ListOptions{}); err != nil {
@@ -91,7 +88,7 @@ func TestInformerNeverResumesAWatchAcrossEpochs(t *testing.T) {
 	if got := srv.listRVs[len(srv.listRVs)-1]; got != "" {
 		t.Errorf("relist after an epoch change asked for resourceVersion %q, want the newest (\"\")", got)
 	}
-	if epoch, _ := lw.lastListEpoch(); epoch != "b" {
+	if epoch, _ := lw.LastListEpoch(); epoch != "b" {
 		t.Errorf("list epoch = %q, want b", epoch)
 	}
 	if _, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "100"}); err != nil {
@@ -107,7 +104,7 @@ func TestInformerNeverResumesAWatchAcrossEpochs(t *testing.T) {
 }
 
 func TestEpochRoundTripperRecordsTheHeader(t *testing.T) {
-	epochs := newEpochs()
+	epochs := client.NewEpochs()
 	respond := func(code int, epoch *string) roundTripperFunc {
 		return func(*http.Request) (*http.Response, error) {
 			h := http.Header{}
@@ -119,12 +116,12 @@ func TestEpochRoundTripperRecordsTheHeader(t *testing.T) {
 	}
 	send := func(rt http.RoundTripper) string {
 		t.Helper()
-		ctx, holder := withEpochHolder(context.Background())
+		ctx, epochOf := client.WithEpochHolder(context.Background())
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://cache/x", nil)
-		if _, err := (epochRoundTripper{delegate: rt, epochs: epochs}).RoundTrip(req); err != nil {
+		if _, err := client.NewEpochRoundTripper(rt, epochs).RoundTrip(req); err != nil {
 			t.Fatal(err)
 		}
-		e, _ := holder.get()
+		e, _ := epochOf()
 		return e
 	}
 	one, two := "one", "two"

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"errors"
@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 var apiExports = schema.GroupResource{Group: "apis.kcp.io", Resource: "apiexports"}
@@ -45,45 +47,47 @@ func TestFallbackGet(t *testing.T) {
 	)
 	brokenCache := &brokenIndexer{Indexer: remote}
 
-	type lookup func(Fallback) (*unstructured.Unstructured, error)
+	type lookup func(client.Fallback) (*unstructured.Unstructured, error)
 	byClusterAndName := func(cluster, name string) lookup {
-		return func(f Fallback) (*unstructured.Unstructured, error) { return f.GetByClusterAndName(cluster, name) }
+		return func(f client.Fallback) (*unstructured.Unstructured, error) {
+			return f.GetByClusterAndName(cluster, name)
+		}
 	}
 	byPathAndName := func(path, name string) lookup {
-		return func(f Fallback) (*unstructured.Unstructured, error) { return f.GetByPathAndName(path, name) }
+		return func(f client.Fallback) (*unstructured.Unstructured, error) { return f.GetByPathAndName(path, name) }
 	}
 	tests := []struct {
 		name       string
-		fallback   Fallback
+		fallback   client.Fallback
 		get        lookup
 		wantSource string
 		wantErr    func(error) bool
 	}{
-		{name: "local wins", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
+		{name: "local wins", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
 			get: byClusterAndName("root", "x"), wantSource: "local"},
-		{name: "local miss falls back to the cache", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
+		{name: "local miss falls back to the cache", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
 			get: byClusterAndName("org", "x"), wantSource: "cache"},
-		{name: "miss in both is NotFound", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
+		{name: "miss in both is NotFound", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
 			get: byClusterAndName("org", "nope"), wantErr: isNotFoundFor("nope")},
-		{name: "local error is returned, not hidden by the cache", fallback: Fallback{Local: &brokenIndexer{Indexer: local}, Cache: remote, Resource: apiExports},
+		{name: "local error is returned, not hidden by the cache", fallback: client.Fallback{Local: &brokenIndexer{Indexer: local}, Cache: remote, Resource: apiExports},
 			get: byClusterAndName("org", "x"), wantErr: isErr(errBroken)},
-		{name: "local ambiguity is returned", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
-			get: byClusterAndName("dup", "x"), wantErr: isErr(ErrAmbiguous)},
-		{name: "cache error after a local miss is returned", fallback: Fallback{Local: local, Cache: brokenCache, Resource: apiExports},
+		{name: "local ambiguity is returned", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
+			get: byClusterAndName("dup", "x"), wantErr: isErr(client.ErrAmbiguous)},
+		{name: "cache error after a local miss is returned", fallback: client.Fallback{Local: local, Cache: brokenCache, Resource: apiExports},
 			get: byClusterAndName("org", "x"), wantErr: isErr(errBroken)},
-		{name: "cache is not asked after a local hit", fallback: Fallback{Local: local, Cache: brokenCache, Resource: apiExports},
+		{name: "cache is not asked after a local hit", fallback: client.Fallback{Local: local, Cache: brokenCache, Resource: apiExports},
 			get: byClusterAndName("root", "x"), wantSource: "local"},
-		{name: "no local means cache only", fallback: Fallback{Cache: remote, Resource: apiExports},
+		{name: "no local means cache only", fallback: client.Fallback{Cache: remote, Resource: apiExports},
 			get: byClusterAndName("root", "x"), wantSource: "cache"},
-		{name: "no cache is an error after a local miss", fallback: Fallback{Local: local, Resource: apiExports},
-			get: byClusterAndName("org", "x"), wantErr: isErr(errNoCache)},
-		{name: "path: local wins", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
+		{name: "no cache is an error after a local miss", fallback: client.Fallback{Local: local, Resource: apiExports},
+			get: byClusterAndName("org", "x"), wantErr: isErr(client.ErrNoCache)},
+		{name: "path: local wins", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
 			get: byPathAndName("root", "x"), wantSource: "local"},
-		{name: "path: cache fallback", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
+		{name: "path: cache fallback", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
 			get: byPathAndName("root:org", "x"), wantSource: "cache"},
-		{name: "path: miss in both", fallback: Fallback{Local: local, Cache: remote, Resource: apiExports},
+		{name: "path: miss in both", fallback: client.Fallback{Local: local, Cache: remote, Resource: apiExports},
 			get: byPathAndName("root:nope", "x"), wantErr: isNotFoundFor("x")},
-		{name: "path: local error", fallback: Fallback{Local: &brokenIndexer{Indexer: local}, Cache: remote, Resource: apiExports},
+		{name: "path: local error", fallback: client.Fallback{Local: &brokenIndexer{Indexer: local}, Cache: remote, Resource: apiExports},
 			get: byPathAndName("root:org", "x"), wantErr: isErr(errBroken)},
 	}
 	for _, tc := range tests {
@@ -123,24 +127,24 @@ func TestFallbackListByCluster(t *testing.T) {
 	)
 	tests := []struct {
 		name       string
-		fallback   Fallback
+		fallback   client.Fallback
 		cluster    string
 		wantKeys   []string
 		wantSource string
 		wantErr    error
 	}{
-		{name: "local cluster comes from local", fallback: Fallback{Local: local, Cache: remote}, cluster: "root",
+		{name: "local cluster comes from local", fallback: client.Fallback{Local: local, Cache: remote}, cluster: "root",
 			wantKeys: []string{"amber|root|x", "amber|root|y"}, wantSource: "local"},
-		{name: "remote cluster comes from the cache", fallback: Fallback{Local: local, Cache: remote}, cluster: "org",
+		{name: "remote cluster comes from the cache", fallback: client.Fallback{Local: local, Cache: remote}, cluster: "org",
 			wantKeys: []string{"beige|org|x", "beige|org|z"}, wantSource: "cache"},
-		{name: "unknown cluster is empty, not an error", fallback: Fallback{Local: local, Cache: remote}, cluster: "nope",
+		{name: "unknown cluster is empty, not an error", fallback: client.Fallback{Local: local, Cache: remote}, cluster: "nope",
 			wantKeys: []string{}},
-		{name: "local error is returned", fallback: Fallback{Local: &brokenIndexer{Indexer: local}, Cache: remote}, cluster: "org",
+		{name: "local error is returned", fallback: client.Fallback{Local: &brokenIndexer{Indexer: local}, Cache: remote}, cluster: "org",
 			wantErr: errBroken},
-		{name: "cache error is returned", fallback: Fallback{Local: local, Cache: &brokenIndexer{Indexer: remote}}, cluster: "org",
+		{name: "cache error is returned", fallback: client.Fallback{Local: local, Cache: &brokenIndexer{Indexer: remote}}, cluster: "org",
 			wantErr: errBroken},
-		{name: "no cache", fallback: Fallback{Local: local}, cluster: "org", wantErr: errNoCache},
-		{name: "no local", fallback: Fallback{Cache: remote}, cluster: "root",
+		{name: "no cache", fallback: client.Fallback{Local: local}, cluster: "org", wantErr: client.ErrNoCache},
+		{name: "no local", fallback: client.Fallback{Cache: remote}, cluster: "root",
 			wantKeys: []string{"amber|root|x"}, wantSource: "cache"},
 	}
 	for _, tc := range tests {

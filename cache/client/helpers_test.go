@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/util/watchlist"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -121,7 +122,7 @@ func newRecordingHandler() *recordingHandler {
 }
 
 func keyOf(obj interface{}) string {
-	k, err := KeyFunc(obj)
+	k, err := client.KeyFunc(obj)
 	if err != nil {
 		return "!" + err.Error()
 	}
@@ -199,7 +200,7 @@ func (h *recordingHandler) noMoreEvents(t *testing.T, w *watch.RaceFreeFakeWatch
 
 // runInformer runs inf until the test ends, or until the returned stop is
 // called, and waits for it to stop then; stop may be called more than once.
-func runInformer(t *testing.T, inf *Informer) (stop func()) {
+func runInformer(t *testing.T, inf *client.Informer) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -239,7 +240,7 @@ func sameNamedObjects() []*unstructured.Unstructured {
 
 func TestInformerKeepsSameNamedObjectsApart(t *testing.T) {
 	lw := newFakeLW("10", sameNamedObjects()...)
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	h := newRecordingHandler()
 	reg, err := inf.AddEventHandler(h)
 	if err != nil {
@@ -258,7 +259,7 @@ func TestInformerKeepsSameNamedObjectsApart(t *testing.T) {
 	}
 	h.expectUnordered(t, want...)
 	for _, cluster := range []string{"root", "org"} {
-		if objs, err := ListByCluster(inf.GetIndexer(), cluster); err != nil || len(objs) != 3 {
+		if objs, err := client.ListByCluster(inf.GetIndexer(), cluster); err != nil || len(objs) != 3 {
 			t.Errorf("cluster %s: %d objects, err %v; want 3", cluster, len(objs), err)
 		}
 	}
@@ -272,8 +273,8 @@ func TestInformerKeepsSameNamedObjectsApart(t *testing.T) {
 // before any list.
 func TestInformerNeverStreamsInitialList(t *testing.T) {
 	lw := newFakeLW("10", sameNamedObjects()...)
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
-	if !watchlist.DoesClientNotSupportWatchListSemantics(inf.lw) {
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	if !watchlist.DoesClientNotSupportWatchListSemantics(inf.ListerWatcher()) {
 		t.Fatal("the informer's ListerWatcher does not declare watch-list unsupported")
 	}
 	runInformer(t, inf)
@@ -299,7 +300,7 @@ func TestInformerNeverStreamsInitialList(t *testing.T) {
 func TestInformerEvents(t *testing.T) {
 	start := withRV(obj("amber", "root", "", "x", ""), "10")
 	lw := newFakeLW("10", start)
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	h := newRecordingHandler()
 	if _, err := inf.AddEventHandler(h); err != nil {
 		t.Fatal(err)
@@ -316,14 +317,14 @@ func TestInformerEvents(t *testing.T) {
 	changed.SetLabels(map[string]string{"changed": "yes"})
 	w.Modify(changed)
 	h.expect(t, event{"update", "amber|root|x", false})
-	got, err := GetByClusterAndName(inf.GetIndexer(), "root", "x")
+	got, err := client.GetByClusterAndName(inf.GetIndexer(), "root", "x")
 	if err == nil {
 		t.Fatalf("two shards claim cluster root, want ErrAmbiguous, got %v", got)
 	}
 
 	w.Delete(withRV(same, "13"))
 	h.expect(t, event{"delete", "beige|root|x", false})
-	got, err = GetByClusterAndName(inf.GetIndexer(), "root", "x")
+	got, err = client.GetByClusterAndName(inf.GetIndexer(), "root", "x")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +341,7 @@ func TestInformerRelist(t *testing.T) {
 	change := withRV(obj("amber", "root", "", "change", ""), "10")
 	gone := withRV(obj("beige", "root", "", "keep", ""), "10") // same name as keep, other shard
 	lw := newFakeLW("10", keep, change, gone)
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	h := newRecordingHandler()
 	if _, err := inf.AddEventHandler(h); err != nil {
 		t.Fatal(err)
@@ -370,7 +371,7 @@ func TestInformerRelist(t *testing.T) {
 
 func TestInformerLateHandlerGetsReplay(t *testing.T) {
 	lw := newFakeLW("10", sameNamedObjects()...)
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	runInformer(t, inf)
 	waitSynced(t, inf.HasSyncedChecker())
 	w := lw.nextWatcher(t)
@@ -392,7 +393,7 @@ func TestInformerLateHandlerGetsReplay(t *testing.T) {
 
 func TestInformerSlowHandlerDelaysOnlyItself(t *testing.T) {
 	lw := newFakeLW("10", withRV(obj("amber", "root", "", "x", ""), "10"))
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	slow, fast := newRecordingHandler(), newRecordingHandler()
 	slow.block = make(chan struct{})
 	slowReg, err := inf.AddEventHandler(slow)
@@ -419,7 +420,7 @@ func TestInformerSlowHandlerDelaysOnlyItself(t *testing.T) {
 
 func TestInformerRemoveEventHandler(t *testing.T) {
 	lw := newFakeLW("10")
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	removed, kept := newRecordingHandler(), newRecordingHandler()
 	removedReg, err := inf.AddEventHandler(removed)
 	if err != nil {
@@ -452,7 +453,7 @@ func TestInformerRemoveEventHandler(t *testing.T) {
 
 func TestInformerLifecycleErrors(t *testing.T) {
 	lw := newFakeLW("10")
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	if err := inf.SetTransform(func(o interface{}) (interface{}, error) { return o, nil }); err != nil {
 		t.Fatalf("SetTransform before start: %v", err)
 	}
@@ -481,7 +482,7 @@ func TestInformerLifecycleErrors(t *testing.T) {
 
 func TestInformerTransformKeepsKeys(t *testing.T) {
 	lw := newFakeLW("10", sameNamedObjects()...)
-	inf := newInformer(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	if err := inf.SetTransform(func(o interface{}) (interface{}, error) {
 		u := o.(*unstructured.Unstructured)
 		u.SetManagedFields(nil)
@@ -506,7 +507,7 @@ func TestInformerResyncGoesToHandlersThatAsk(t *testing.T) {
 	lw := newFakeLW("10", withRV(obj("amber", "root", "", "x", ""), "10"))
 	// The reflector's resync timer runs on the real clock; one second is the
 	// shortest period client-go honours.
-	inf := newInformer(apiExportsGVR, lw, time.Second, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, time.Second, clocktesting.NewFakePassiveClock(time.Unix(100, 0)))
 	wants, refuses := newRecordingHandler(), newRecordingHandler()
 	if _, err := inf.AddEventHandler(wants); err != nil {
 		t.Fatal(err)
@@ -525,7 +526,7 @@ func TestInformerResyncGoesToHandlersThatAsk(t *testing.T) {
 func TestInformerFreshness(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(100, 0))
 	lw := newFakeLW("10", withRV(obj("amber", "root", "", "x", ""), "10"))
-	inf := newInformer(apiExportsGVR, lw, 0, clock)
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clock)
 	if last, watching := inf.Freshness(); !last.IsZero() || watching {
 		t.Fatalf("before running: %v %v", last, watching)
 	}

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -12,11 +12,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 func TestInformerFactoryScopeDefaults(t *testing.T) {
-	client, err := NewForConfig(&rest.Config{Host: "https://cache.example"})
+	cc, err := client.NewForConfig(&rest.Config{Host: "https://cache.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,18 +30,18 @@ func TestInformerFactoryScopeDefaults(t *testing.T) {
 		{kcpcache.Scope{Shard: "amber", Cluster: "root"}, kcpcache.Scope{Shard: "amber", Cluster: "root"}},
 	}
 	for _, tc := range tests {
-		if got := NewInformerFactory(client, tc.in, 0).Scope(); got != tc.want {
+		if got := client.NewInformerFactory(cc, tc.in, 0).Scope(); got != tc.want {
 			t.Errorf("scope %v defaults to %v, want %v", tc.in, got, tc.want)
 		}
 	}
 }
 
 func TestInformerFactorySharesInformers(t *testing.T) {
-	client, err := NewForConfig(&rest.Config{Host: "https://cache.example"})
+	cc, err := client.NewForConfig(&rest.Config{Host: "https://cache.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	f := client.NewInformerFactory(cc, kcpcache.Scope{}, 0)
 	a, b := f.ForResource(apiExportsGVR), f.ForResource(apiExportsGVR)
 	if a != b {
 		t.Error("two informers for one resource")
@@ -51,11 +52,11 @@ func TestInformerFactorySharesInformers(t *testing.T) {
 }
 
 func TestInformerFactoryStartAfterShutdown(t *testing.T) {
-	client, err := NewForConfig(&rest.Config{Host: "https://cache.example"})
+	cc, err := client.NewForConfig(&rest.Config{Host: "https://cache.example"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	f := client.NewInformerFactory(cc, kcpcache.Scope{}, 0)
 	inf := f.ForResource(apiExportsGVR)
 	f.Shutdown()
 	f.Start(context.Background())
@@ -81,11 +82,11 @@ func TestInformerFactoryShutdownStopsInformers(t *testing.T) {
 		http.Error(w, "unavailable", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	client, err := NewForConfig(&rest.Config{Host: srv.URL})
+	cc, err := client.NewForConfig(&rest.Config{Host: srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	f := client.NewInformerFactory(cc, kcpcache.Scope{}, 0)
 	inf := f.ForResource(apiExportsGVR)
 	f.Start(context.Background())
 	// A second list attempt means the first one has failed, so the

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -48,29 +49,29 @@ func newAPIExport(name, path string) *unstructured.Unstructured {
 }
 
 // seedExports creates the same-named export in every shard × cluster.
-func seedExports(t *testing.T, ctx context.Context, client *ClusterClient) []string {
+func seedExports(t *testing.T, ctx context.Context, cc *client.ClusterClient) []string {
 	t.Helper()
 	var keys []string
 	for _, s := range shards {
 		for _, c := range clusters {
-			if _, err := client.Cluster(s, c).Resource(apiExportsGVR).Create(ctx, newAPIExport(exportName, pathOf(s, c)), metav1.CreateOptions{}); err != nil {
+			if _, err := cc.Cluster(s, c).Resource(apiExportsGVR).Create(ctx, newAPIExport(exportName, pathOf(s, c)), metav1.CreateOptions{}); err != nil {
 				t.Fatalf("creating in %s/%s: %v", s, c, err)
 			}
-			keys = append(keys, ToKey(s, c, "", exportName))
+			keys = append(keys, client.ToKey(s, c, "", exportName))
 		}
 	}
 	sort.Strings(keys)
 	return keys
 }
 
-func startFactory(t *testing.T, client *ClusterClient) (*InformerFactory, *Informer) {
+func startFactory(t *testing.T, cc *client.ClusterClient) (*client.InformerFactory, *client.Informer) {
 	t.Helper()
-	factory := NewInformerFactory(client, kcpcache.Scope{}, 0)
+	factory := client.NewInformerFactory(cc, kcpcache.Scope{}, 0)
 	inf := factory.ForResource(apiExportsGVR)
 	return factory, inf
 }
 
-func run(t *testing.T, factory *InformerFactory) {
+func run(t *testing.T, factory *client.InformerFactory) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() {
@@ -90,7 +91,7 @@ func run(t *testing.T, factory *InformerFactory) {
 // waitForKeys waits until the store holds exactly want. Synced is not enough:
 // the first list has resourceVersion=0 and may come from a watch cache that
 // lags the latest writes; the watch then delivers the rest.
-func waitForKeys(t *testing.T, inf *Informer, want []string) {
+func waitForKeys(t *testing.T, inf *client.Informer, want []string) {
 	t.Helper()
 	cachetest.Eventually(t, "store keys", func(context.Context) error {
 		if got := storeKeys(inf); !slices.Equal(got, want) {
@@ -100,7 +101,7 @@ func waitForKeys(t *testing.T, inf *Informer, want []string) {
 	})
 }
 
-func storeKeys(inf *Informer) []string {
+func storeKeys(inf *client.Informer) []string {
 	keys := inf.GetIndexer().ListKeys()
 	sort.Strings(keys)
 	return keys
@@ -179,7 +180,7 @@ func compareObjects(got map[string]*unstructured.Unstructured, want map[string]s
 	return nil
 }
 
-func storeObjects(inf *Informer) map[string]*unstructured.Unstructured {
+func storeObjects(inf *client.Informer) map[string]*unstructured.Unstructured {
 	out := map[string]*unstructured.Unstructured{}
 	for _, o := range inf.GetStore().List() {
 		out[keyOf(o)] = o.(*unstructured.Unstructured)
@@ -187,9 +188,9 @@ func storeObjects(inf *Informer) map[string]*unstructured.Unstructured {
 	return out
 }
 
-func setLabel(t *testing.T, ctx context.Context, client *ClusterClient, shard, cluster, value string) {
+func setLabel(t *testing.T, ctx context.Context, cc *client.ClusterClient, shard, cluster, value string) {
 	t.Helper()
-	r := client.Cluster(shard, cluster).Resource(apiExportsGVR)
+	r := cc.Cluster(shard, cluster).Resource(apiExportsGVR)
 	o, err := r.Get(ctx, exportName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -203,12 +204,12 @@ func setLabel(t *testing.T, ctx context.Context, client *ClusterClient, shard, c
 func TestIntegrationWildcardInformer(t *testing.T) {
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
-	client, err := NewForConfig(srv.Config())
+	cc, err := client.NewForConfig(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := seedExports(t, ctx, client)
-	factory, inf := startFactory(t, client)
+	want := seedExports(t, ctx, cc)
+	factory, inf := startFactory(t, cc)
 	view := newViewHandler()
 	if _, err := inf.AddEventHandler(view); err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestIntegrationWildcardInformer(t *testing.T) {
 	waitForKeys(t, inf, want)
 	idx := inf.GetIndexer()
 	for _, s := range shards {
-		objs, err := ListByShard(idx, s)
+		objs, err := client.ListByShard(idx, s)
 		if err != nil || len(objs) != len(clusters) {
 			t.Errorf("shard %s: %d objects, err %v", s, len(objs), err)
 		}
@@ -228,44 +229,44 @@ func TestIntegrationWildcardInformer(t *testing.T) {
 		}
 	}
 	for _, c := range clusters {
-		objs, err := ListByCluster(idx, c)
+		objs, err := client.ListByCluster(idx, c)
 		if err != nil || len(objs) != len(shards) {
 			t.Errorf("cluster %s: %d objects, err %v", c, len(objs), err)
 		}
 		// The same cluster name on three shards is ambiguous, and said so.
-		if _, err := GetByClusterAndName(idx, c, exportName); !errors.Is(err, ErrAmbiguous) {
+		if _, err := client.GetByClusterAndName(idx, c, exportName); !errors.Is(err, client.ErrAmbiguous) {
 			t.Errorf("cluster %s: err %v, want ErrAmbiguous", c, err)
 		}
 		for _, s := range shards {
-			o, err := GetByPathAndName(idx, pathOf(s, c), exportName)
+			o, err := client.GetByPathAndName(idx, pathOf(s, c), exportName)
 			if err != nil {
 				t.Errorf("path %s: %v", pathOf(s, c), err)
 				continue
 			}
-			if k := keyOf(o); k != ToKey(s, c, "", exportName) {
+			if k := keyOf(o); k != client.ToKey(s, c, "", exportName) {
 				t.Errorf("path %s found %s", pathOf(s, c), k)
 			}
 		}
 	}
-	if _, err := GetByPathAndName(idx, "root:nope", exportName); !apierrors.IsNotFound(err) {
+	if _, err := client.GetByPathAndName(idx, "root:nope", exportName); !apierrors.IsNotFound(err) {
 		t.Errorf("unknown path: err %v, want NotFound", err)
 	}
 
 	// Updates and deletes propagate, and touch only their own copy.
-	setLabel(t, ctx, client, "beige", "org", "2")
-	if err := client.Cluster("cyan", "root").Resource(apiExportsGVR).Delete(ctx, exportName, metav1.DeleteOptions{}); err != nil {
+	setLabel(t, ctx, cc, "beige", "org", "2")
+	if err := cc.Cluster("cyan", "root").Resource(apiExportsGVR).Delete(ctx, exportName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	expected := map[string]string{}
 	for _, k := range want {
 		expected[k] = ""
 	}
-	expected[ToKey("beige", "org", "", exportName)] = "2"
-	delete(expected, ToKey("cyan", "root", "", exportName))
+	expected[client.ToKey("beige", "org", "", exportName)] = "2"
+	delete(expected, client.ToKey("cyan", "root", "", exportName))
 	cachetest.Eventually(t, "store after update and delete", func(context.Context) error { return compareObjects(storeObjects(inf), expected) })
 	cachetest.Eventually(t, "handler view after update and delete", func(context.Context) error { return view.check(expected) })
 
-	if _, err := (Fallback{Cache: idx, Resource: apiExports}).GetByPathAndName(pathOf("cyan", "root"), exportName); !apierrors.IsNotFound(err) {
+	if _, err := (client.Fallback{Cache: idx, Resource: apiExports}).GetByPathAndName(pathOf("cyan", "root"), exportName); !apierrors.IsNotFound(err) {
 		t.Errorf("deleted object: err %v, want NotFound", err)
 	}
 	cachetest.Eventually(t, "watching", func(context.Context) error {
@@ -284,12 +285,12 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 	cfg.Wrap(log.wrap)
 	conns := &cachetest.ConnTracker{}
 	cfg.Dial = conns.Dial
-	client, err := NewForConfig(cfg)
+	cc, err := client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := seedExports(t, ctx, client)
-	factory, inf := startFactory(t, client)
+	want := seedExports(t, ctx, cc)
+	factory, inf := startFactory(t, cc)
 	view := newViewHandler()
 	if _, err := inf.AddEventHandler(view); err != nil {
 		t.Fatal(err)
@@ -308,27 +309,27 @@ func TestIntegrationInformerSurvivesRestart(t *testing.T) {
 
 	// Change things after the restart; the informer must pick up each change
 	// exactly once, keep everything else, and add nothing twice.
-	setLabel(t, ctx, client, "beige", "root", "after-restart")
-	if err := client.Cluster("amber", "org").Resource(apiExportsGVR).Delete(ctx, exportName, metav1.DeleteOptions{}); err != nil {
+	setLabel(t, ctx, cc, "beige", "root", "after-restart")
+	if err := cc.Cluster("amber", "org").Resource(apiExportsGVR).Delete(ctx, exportName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Cluster("cyan", "new").Resource(apiExportsGVR).Create(ctx, newAPIExport(exportName, pathOf("cyan", "new")), metav1.CreateOptions{}); err != nil {
+	if _, err := cc.Cluster("cyan", "new").Resource(apiExportsGVR).Create(ctx, newAPIExport(exportName, pathOf("cyan", "new")), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	expected := map[string]string{}
 	for _, k := range want {
 		expected[k] = ""
 	}
-	expected[ToKey("beige", "root", "", exportName)] = "after-restart"
-	delete(expected, ToKey("amber", "org", "", exportName))
-	expected[ToKey("cyan", "new", "", exportName)] = ""
+	expected[client.ToKey("beige", "root", "", exportName)] = "after-restart"
+	delete(expected, client.ToKey("amber", "org", "", exportName))
+	expected[client.ToKey("cyan", "new", "", exportName)] = ""
 
 	cachetest.Eventually(t, "store after restart", func(context.Context) error { return compareObjects(storeObjects(inf), expected) })
 	cachetest.Eventually(t, "handler view after restart", func(context.Context) error { return view.check(expected) })
 	if n := len(inf.GetIndexer().ListKeys()); n != len(expected) {
 		t.Errorf("store holds %d keys, want %d", n, len(expected))
 	}
-	if objs, err := ListByCluster(inf.GetIndexer(), "root"); err != nil || len(objs) != len(shards) {
+	if objs, err := client.ListByCluster(inf.GetIndexer(), "root"); err != nil || len(objs) != len(shards) {
 		t.Errorf("cluster index after restart: %d objects, err %v", len(objs), err)
 	}
 	cachetest.Eventually(t, "watching the new server", func(context.Context) error {
@@ -387,12 +388,12 @@ func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
 	cfg := srv.Config()
 	log := &requestLog{}
 	cfg.Wrap(log.wrap)
-	client, err := NewForConfig(cfg)
+	cc, err := client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := seedExports(t, ctx, client)
-	factory, inf := startFactory(t, client)
+	want := seedExports(t, ctx, cc)
+	factory, inf := startFactory(t, cc)
 	run(t, factory)
 	waitForKeys(t, inf, want)
 	cachetest.Eventually(t, "a watch request", func(context.Context) error {
@@ -427,11 +428,11 @@ func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
 // informers rely on never meeting.
 func TestIntegrationServerRefusesWildcardWatchList(t *testing.T) {
 	srv := cachetest.StartServer(t)
-	client, err := NewForConfig(srv.Config())
+	cc, err := client.NewForConfig(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.Cluster("*", "*").Resource(apiExportsGVR).Watch(context.Background(), metav1.ListOptions{
+	_, err = cc.Cluster("*", "*").Resource(apiExportsGVR).Watch(context.Background(), metav1.ListOptions{
 		SendInitialEvents:    ptr.To(true),
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
 		AllowWatchBookmarks:  true,
@@ -446,22 +447,22 @@ func TestIntegrationServerRefusesWildcardWatchList(t *testing.T) {
 func TestIntegrationRouting(t *testing.T) {
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
-	cfg := NewConfig(srv.Config())
-	cfg.Wrap(NewShardFromObjectRoundTripper)
+	cfg := client.NewConfig(srv.Config())
+	cfg.Wrap(client.NewShardFromObjectRoundTripper)
 	routed, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj := newAPIExport("routed", "")
 	obj.SetAnnotations(map[string]string{kcpcache.AnnotationShard: "delta"})
-	if _, err := routed.Resource(apiExportsGVR).Create(WithCluster(ctx, "root"), obj, metav1.CreateOptions{}); err != nil {
+	if _, err := routed.Resource(apiExportsGVR).Create(client.WithCluster(ctx, "root"), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	client, err := NewForConfig(srv.Config())
+	cc, err := client.NewForConfig(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := client.Cluster("delta", "root").Resource(apiExportsGVR).Get(ctx, "routed", metav1.GetOptions{})
+	got, err := cc.Cluster("delta", "root").Resource(apiExportsGVR).Get(ctx, "routed", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,13 +470,13 @@ func TestIntegrationRouting(t *testing.T) {
 		t.Errorf("annotations %v", a)
 	}
 	// Reads by context reach the same object; the wildcard refuses a GET.
-	if _, err := routed.Resource(apiExportsGVR).Get(WithCluster(WithShard(ctx, "delta"), "root"), "routed", metav1.GetOptions{}); err != nil {
+	if _, err := routed.Resource(apiExportsGVR).Get(client.WithCluster(client.WithShard(ctx, "delta"), "root"), "routed", metav1.GetOptions{}); err != nil {
 		t.Errorf("GET by context: %v", err)
 	}
 	if _, err := routed.Resource(apiExportsGVR).Get(ctx, "routed", metav1.GetOptions{}); !apierrors.IsBadRequest(err) {
 		t.Errorf("GET through the wildcard: err %v, want BadRequest", err)
 	}
-	if _, err := client.Cluster("*", "root").Resource(apiExportsGVR).Create(ctx, newAPIExport("nope", ""), metav1.CreateOptions{}); !apierrors.IsMethodNotSupported(err) {
+	if _, err := cc.Cluster("*", "root").Resource(apiExportsGVR).Create(ctx, newAPIExport("nope", ""), metav1.CreateOptions{}); !apierrors.IsMethodNotSupported(err) {
 		t.Errorf("create through the wildcard: err %v, want MethodNotAllowed", err)
 	}
 	// Health stays reachable through the routed config.
@@ -491,7 +492,7 @@ func TestIntegrationRouting(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/readyz through the routed config: %s", resp.Status)
 	}
-	list, err := client.Cluster("*", "*").Resource(apiExportsGVR).List(ctx, metav1.ListOptions{})
+	list, err := cc.Cluster("*", "*").Resource(apiExportsGVR).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

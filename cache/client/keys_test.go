@@ -1,9 +1,11 @@
-package client
+package client_test
 
 import (
 	"testing"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 func TestKeyFunc(t *testing.T) {
@@ -20,7 +22,7 @@ func TestKeyFunc(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := KeyFunc(tc.obj)
+			got, err := client.KeyFunc(tc.obj)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -29,7 +31,7 @@ func TestKeyFunc(t *testing.T) {
 			}
 		})
 	}
-	if _, err := KeyFunc("not an object"); err == nil {
+	if _, err := client.KeyFunc("not an object"); err == nil {
 		t.Error("want an error for a non-object")
 	}
 }
@@ -38,7 +40,7 @@ func TestKeysOfSameNamedObjectsDiffer(t *testing.T) {
 	seen := map[string]bool{}
 	for _, shard := range []string{"amber", "beige"} {
 		for _, cluster := range []string{"root", "other"} {
-			k, err := KeyFunc(obj(shard, cluster, "", "x", ""))
+			k, err := client.KeyFunc(obj(shard, cluster, "", "x", ""))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +72,7 @@ func TestSplitKey(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.key, func(t *testing.T) {
-			shard, cluster, namespace, name, err := SplitKey(tc.key)
+			shard, cluster, namespace, name, err := client.SplitKey(tc.key)
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("want an error, got %q %q %q %q", shard, cluster, namespace, name)
@@ -83,7 +85,7 @@ func TestSplitKey(t *testing.T) {
 			if shard != tc.shard || cluster != tc.cluster || namespace != tc.namespace || name != tc.name {
 				t.Errorf("got %q %q %q %q, want %q %q %q %q", shard, cluster, namespace, name, tc.shard, tc.cluster, tc.namespace, tc.name)
 			}
-			if again := ToKey(shard, cluster, namespace, name); again != tc.key {
+			if again := client.ToKey(shard, cluster, namespace, name); again != tc.key {
 				t.Errorf("ToKey gives %q, want %q", again, tc.key)
 			}
 		})

@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -12,14 +12,16 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 func TestObservedListerWatcherFreshness(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(100, 0))
-	f := newFreshness(clock)
+	f := client.NewFreshness(clock)
 	var listErr, watchErr error
 	cont := ""
-	lw := newObservedListerWatcher(&cache.ListWatch{
+	lw := client.NewObservedListerWatcher(&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			if listErr != nil {
 				return nil, listErr
@@ -34,12 +36,12 @@ func TestObservedListerWatcherFreshness(t *testing.T) {
 			}
 			return watch.NewRaceFreeFake(), nil
 		},
-	}, f)
+	}, f, nil)
 	ctx := context.Background()
 
 	check := func(step string, wantLast time.Time, wantWatching bool) {
 		t.Helper()
-		last, watching := f.get()
+		last, watching := f.Get()
 		if !last.Equal(wantLast) || watching != wantWatching {
 			t.Errorf("%s: freshness (%v, %v), want (%v, %v)", step, last, watching, wantLast, wantWatching)
 		}
@@ -93,7 +95,7 @@ func TestObservedListerWatcherFreshness(t *testing.T) {
 func TestInformerWatchingFollowsTheWatch(t *testing.T) {
 	clock := clocktesting.NewFakePassiveClock(time.Unix(100, 0))
 	lw := newFakeLW("10", withRV(obj("amber", "root", "", "x", ""), "10"))
-	inf := newInformer(apiExportsGVR, lw, 0, clock)
+	inf := client.NewInformerWithClock(apiExportsGVR, lw, 0, clock)
 	errs := make(chan error, 10)
 	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) { errs <- err }); err != nil {
 		t.Fatal(err)

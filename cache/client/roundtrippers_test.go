@@ -1,4 +1,4 @@
-package client
+package client_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // recorder is the innermost round tripper: it keeps what reached the wire.
@@ -63,7 +65,7 @@ func newRequest(t *testing.T, ctx context.Context, method, rawURL, body string) 
 }
 
 func TestPathRoundTrippers(t *testing.T) {
-	all := []wrapper{NewServicePrefixRoundTripper, NewShardRoundTripper, NewClusterRoundTripper}
+	all := []wrapper{client.NewServicePrefixRoundTripper, client.NewShardRoundTripper, client.NewClusterRoundTripper}
 	tests := []struct {
 		name           string
 		path, rawPath  string
@@ -218,19 +220,19 @@ func TestPathRoundTrippers(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			if tc.shard != "" {
-				ctx = WithShard(ctx, tc.shard)
+				ctx = client.WithShard(ctx, tc.shard)
 			}
 			if tc.cluster != "" {
-				ctx = WithCluster(ctx, tc.cluster)
+				ctx = client.WithCluster(ctx, tc.cluster)
 			}
 			for _, c := range []struct {
 				name     string
 				wrappers []wrapper
 				want     string
 			}{
-				{"prefix", []wrapper{NewServicePrefixRoundTripper}, tc.prefix},
-				{"shard", []wrapper{NewShardRoundTripper}, tc.shardOnly},
-				{"cluster", []wrapper{NewClusterRoundTripper}, tc.clusterOnly},
+				{"prefix", []wrapper{client.NewServicePrefixRoundTripper}, tc.prefix},
+				{"shard", []wrapper{client.NewShardRoundTripper}, tc.shardOnly},
+				{"cluster", []wrapper{client.NewClusterRoundTripper}, tc.clusterOnly},
 				{"all", all, tc.allThree},
 			} {
 				rec := &recorder{}
@@ -264,14 +266,14 @@ func TestPathRoundTrippers(t *testing.T) {
 // TestPathRoundTrippersCommute checks that every composition order gives the
 // same path, so callers may Wrap them in any order.
 func TestPathRoundTrippersCommute(t *testing.T) {
-	ws := []wrapper{NewServicePrefixRoundTripper, NewShardRoundTripper, NewClusterRoundTripper, NewShardFromObjectRoundTripper}
+	ws := []wrapper{client.NewServicePrefixRoundTripper, client.NewShardRoundTripper, client.NewClusterRoundTripper, client.NewShardFromObjectRoundTripper}
 	perms := permutations(len(ws))
 	paths := []string{"", "/apis/g/v1/things", "/services/cache/shards/beige/apis/g/v1/things", "/clusters/root/apis/g/v1/things"}
 	contexts := map[string]context.Context{
 		"none":    context.Background(),
-		"shard":   WithShard(context.Background(), "amber"),
-		"cluster": WithCluster(context.Background(), "root"),
-		"both":    WithCluster(WithShard(context.Background(), "amber"), "root"),
+		"shard":   client.WithShard(context.Background(), "amber"),
+		"cluster": client.WithCluster(context.Background(), "root"),
+		"both":    client.WithCluster(client.WithShard(context.Background(), "amber"), "root"),
 	}
 	for _, p := range paths {
 		for ctxName, ctx := range contexts {
@@ -325,10 +327,10 @@ func TestPathRoundTrippersRejectInvalidContext(t *testing.T) {
 		ctx  context.Context
 		rt   wrapper
 	}{
-		{"shard with a slash", WithShard(context.Background(), "a/b"), NewShardRoundTripper},
-		{"upper-case shard", WithShard(context.Background(), "Amber"), NewShardRoundTripper},
-		{"cluster path instead of name", WithCluster(context.Background(), "root:org"), NewClusterRoundTripper},
-		{"cluster with a slash", WithCluster(context.Background(), "../x"), NewClusterRoundTripper},
+		{"shard with a slash", client.WithShard(context.Background(), "a/b"), client.NewShardRoundTripper},
+		{"upper-case shard", client.WithShard(context.Background(), "Amber"), client.NewShardRoundTripper},
+		{"cluster path instead of name", client.WithCluster(context.Background(), "root:org"), client.NewClusterRoundTripper},
+		{"cluster with a slash", client.WithCluster(context.Background(), "../x"), client.NewClusterRoundTripper},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -389,7 +391,7 @@ func TestShardFromObjectRoundTripper(t *testing.T) {
 			if tc.contentType != "" {
 				req.Header.Set("Content-Type", tc.contentType)
 			}
-			if _, err := NewShardFromObjectRoundTripper(rec).RoundTrip(req); err != nil {
+			if _, err := client.NewShardFromObjectRoundTripper(rec).RoundTrip(req); err != nil {
 				t.Fatal(err)
 			}
 			got := rec.last(t)
@@ -427,13 +429,13 @@ func TestShardFromObjectRoundTripper(t *testing.T) {
 func TestShardFromObjectWinsOverContext(t *testing.T) {
 	body := `{"metadata":{"name":"x","annotations":{"kcp.io/shard":"amber"}}}`
 	orders := map[string][]wrapper{
-		"object outside": {NewShardRoundTripper, NewShardFromObjectRoundTripper},
-		"object inside":  {NewShardFromObjectRoundTripper, NewShardRoundTripper},
+		"object outside": {client.NewShardRoundTripper, client.NewShardFromObjectRoundTripper},
+		"object inside":  {client.NewShardFromObjectRoundTripper, client.NewShardRoundTripper},
 	}
 	for name, ws := range orders {
 		t.Run(name, func(t *testing.T) {
 			rec := &recorder{}
-			req := newRequest(t, WithShard(context.Background(), "beige"), http.MethodPost, "https://cache.example/apis/g/v1/things", body)
+			req := newRequest(t, client.WithShard(context.Background(), "beige"), http.MethodPost, "https://cache.example/apis/g/v1/things", body)
 			if _, err := chain(rec, ws...).RoundTrip(req); err != nil {
 				t.Fatal(err)
 			}
@@ -453,7 +455,7 @@ func TestShardFromObjectBodyError(t *testing.T) {
 	body := &closeTracker{Reader: failingReader{}}
 	req := newRequest(t, context.Background(), http.MethodPost, "https://cache.example/apis/g/v1/things", "")
 	req.Body = body
-	if _, err := NewShardFromObjectRoundTripper(rec).RoundTrip(req); err == nil || !strings.Contains(err.Error(), "boom") {
+	if _, err := client.NewShardFromObjectRoundTripper(rec).RoundTrip(req); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Fatalf("err = %v, want the read error", err)
 	}
 	if len(rec.reqs) != 0 {
@@ -472,7 +474,7 @@ func TestRequestPathRoundTrip(t *testing.T) {
 		"/services/cache/shards/a/clusters/b/apis/g/v1/namespaces/ns/things/x",
 		"/services/cache/apis",
 	} {
-		rp, ok := parseRequestPath(p)
+		rp, ok := client.ParseRequestPath(p)
 		if !ok {
 			t.Fatalf("%q: not scoped", p)
 		}
@@ -480,7 +482,8 @@ func TestRequestPathRoundTrip(t *testing.T) {
 			t.Errorf("%q rendered as %q", p, got)
 		}
 	}
-	if _, err := url.Parse("https://x" + (requestPath{hasShard: true, shard: "*", hasCluster: true, cluster: "*", rest: "/apis"}).String()); err != nil {
+	wildcards, _ := client.ParseRequestPath("/services/cache/shards/*/clusters/*/apis")
+	if _, err := url.Parse("https://x" + wildcards.String()); err != nil {
 		t.Errorf("wildcards do not form a valid URL: %v", err)
 	}
 }
