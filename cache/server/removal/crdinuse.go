@@ -2,7 +2,6 @@ package removal
 
 import (
 	"context"
-	"strings"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // NewCRDInUseChecker answers whether any partition holds objects of a CRD,
@@ -29,10 +29,10 @@ func NewCRDInUseChecker(loopback *rest.Config) func(ctx context.Context, name st
 		if err != nil {
 			return false, err
 		}
-		everywhere := rest.CopyConfig(loopback)
-		// A mounted cache's loopback already ends in the service prefix.
-		everywhere.Host = strings.TrimSuffix(strings.TrimSuffix(everywhere.Host, "/"), kcpcache.ServicePrefix) +
-			kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard})
+		everywhere, err := client.ScopedConfig(loopback, kcpcache.Wildcard, kcpcache.Wildcard)
+		if err != nil {
+			return false, err
+		}
 		dyn, err := dynamic.NewForConfig(everywhere)
 		if err != nil {
 			return false, err

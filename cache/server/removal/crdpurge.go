@@ -3,7 +3,6 @@ package removal
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // CRDPurger deletes the remaining objects of CRDs being deleted, each
@@ -124,9 +124,10 @@ func (p *CRDPurger) purge(ctx context.Context, name string) (bool, error) {
 
 // client addresses scope with the server's loopback (system:masters).
 func (p *CRDPurger) client(scope kcpcache.Scope) (dynamic.Interface, error) {
-	c := rest.CopyConfig(p.loopback)
-	// A mounted cache's loopback already ends in the service prefix.
-	c.Host = strings.TrimSuffix(strings.TrimSuffix(c.Host, "/"), kcpcache.ServicePrefix) + kcpcache.ScopedPathPrefix(scope)
+	c, err := client.ScopedConfig(p.loopback, scope.Shard, scope.Cluster)
+	if err != nil {
+		return nil, err
+	}
 	return dynamic.NewForConfig(c)
 }
 

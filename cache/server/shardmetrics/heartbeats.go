@@ -2,7 +2,6 @@ package shardmetrics
 
 import (
 	"context"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // HookName is the post-start hook that starts the heartbeat watcher behind
@@ -70,18 +70,20 @@ type Watcher struct {
 }
 
 // NewWatcher watches every shard's heartbeat through the loopback client
-// (system:masters); Run starts it. It uses client-go's own informer, not
-// cache/client's (whose tests use the server's fixture): heartbeats are
-// named after their shards, so namespace/name keys do not collide across
-// partitions, and the reflector falls back from streaming lists to
-// LIST+WATCH, which the wildcard scope needs, by itself. epoch tells the
-// cache's current epoch, against which a shard counts as confirmed.
+// (system:masters); Run starts it. client-go's own informer is enough here:
+// heartbeats are named after their shards, so namespace/name keys do not
+// collide across partitions, and its reflector falls back from streaming
+// lists to LIST+WATCH, which the wildcard scope needs, by itself. epoch
+// tells the cache's current epoch, against which a shard counts as
+// confirmed.
 func NewWatcher(loopback *rest.Config, epoch func() string) (*Watcher, error) {
 	registerShardMetrics.Do(func() {
 		legacyregistry.MustRegister(shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge, shardObjectsGauge, epochInfo)
 	})
-	cfg := rest.CopyConfig(loopback)
-	cfg.Host = strings.TrimSuffix(cfg.Host, "/") + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.HeartbeatCluster})
+	cfg, err := client.ScopedConfig(loopback, kcpcache.Wildcard, kcpcache.HeartbeatCluster)
+	if err != nil {
+		return nil, err
+	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
