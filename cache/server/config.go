@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -13,8 +14,10 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
 	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
+	"k8s.io/apimachinery/pkg/util/sets"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/openapi"
@@ -26,10 +29,8 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
-	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
-	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
@@ -43,13 +44,12 @@ const KubeconfigFileName = "cache.kubeconfig"
 const EmbeddedEtcdCertsDirName = "etcd-certs"
 
 // Config is a cache server's configuration, in three parts: the upstream
-// apiextensions configuration, what a user of the library sets (Extra and,
-// for a shard stand-in, StandIn) between NewConfig and Complete, and what
-// NewConfig derived from the options, which nobody changes afterwards.
+// apiextensions configuration, what a user of the library sets (Extra)
+// between NewConfig and Complete, and what NewConfig derived from the
+// options, which nobody changes afterwards.
 type Config struct {
 	Apiextensions *apiextensionsapiserver.Config
 	Extra         ExtraConfig
-	StandIn       StandInConfig
 
 	derived derivedConfig
 }
@@ -58,9 +58,9 @@ type Config struct {
 type ExtraConfig struct {
 	// BootstrapCRDs are created or updated in the system partition at start;
 	// the server is not ready until they are Established and their watch
-	// caches serve. NewConfig sets the CRDs of the types the options name
-	// and the heartbeat type (bootstrap.CRDs; by default the whole kcp
-	// profile, bootstrap.DefaultCRDs).
+	// caches serve, and nobody may delete them. NewConfig sets the CRDs of
+	// the types the options name and the heartbeat type (bootstrap.CRDs; by
+	// default the whole kcp profile, bootstrap.DefaultCRDs).
 	BootstrapCRDs []*apiextensionsv1.CustomResourceDefinition
 
 	// Removal says when the data of shards and types that are gone is
@@ -73,26 +73,18 @@ type ExtraConfig struct {
 	SyntheticDelay time.Duration
 }
 
-// StandInConfig turns a cache server into a stand-in for a kcp shard, a
-// server that holds one shard's own objects: the examples and tests use it
-// to run a host next to a cache. A cache server leaves it empty.
-type StandInConfig struct {
-	// PathScoper maps request paths to partitions; nil means the cache's own
-	// grammar (filters.CachePaths).
-	PathScoper filters.PathScoper
-
-	// Mount, when set, serves another cache under /services/cache/ of this
-	// server, as a shard that runs the cache in-process does.
-	Mount *Mount
-}
-
 // derivedConfig is what NewConfig derives from the options: files it wrote
 // or read under the root directory, and how the server is reached.
 type derivedConfig struct {
 	// embeddedEtcd, when set, is started by New before any storage is built.
 	embeddedEtcd *embeddedetcd.Config
 	// storage is where the cache's data is: endpoints, client TLS, prefix.
+	// The API server's storage and the server's own etcd client (the epoch,
+	// data removal) both use it.
 	storage storagebackend.Config
+	// epochFile is where the server records the epoch between starts
+	// (empty: without a root directory, nowhere).
+	epochFile string
 
 	// adminToken authenticates the admin kubeconfig's user (system:masters).
 	adminToken string
@@ -113,12 +105,6 @@ type derivedConfig struct {
 	// mounted cache (see Host.Shard); the token lives only in memory.
 	hostShard      string
 	hostShardToken string
-
-	// etcdStorage reaches the etcd the data lives in, for the epoch; and
-	// epochFile is where the server records the epoch between starts
-	// (empty: without a root directory, nowhere).
-	etcdStorage storagebackend.Config
-	epochFile   string
 }
 
 // shutdownWatchTerminationGracePeriod bounds how long shutdown waits for
@@ -130,16 +116,19 @@ type CompletedConfig struct {
 	*completedConfig
 }
 
+// completedConfig is a snapshot of a Config that New builds servers from and
+// never changes.
 type completedConfig struct {
-	Apiextensions apiextensionsapiserver.CompletedConfig
-	Extra         *ExtraConfig
-	StandIn       *StandInConfig
-	derived       *derivedConfig
-	// plane serves every declared type; the handler chain routes to it.
-	plane *dataplane.Registry
-	// epoch is resolved by New before the handler chain is built; the
-	// chain announces it on every response.
-	epoch *epoch.Keeper
+	// apiextensions is the upstream configuration. New completes a copy of
+	// it, as upstream completes its own, with the server's handler chain:
+	// the chain serves that server's data plane and epoch, which only New
+	// makes.
+	apiextensions *apiextensionsapiserver.Config
+	extra         ExtraConfig
+	derived       derivedConfig
+	// bootstrapped names the bootstrapped CRDs, which nobody may delete and
+	// data removal never removes.
+	bootstrapped sets.Set[string]
 }
 
 // NewConfig turns completed options into the configuration of a standalone
@@ -152,7 +141,7 @@ type completedConfig struct {
 // memory, the admin token lives in memory and no kubeconfig is written
 // (clients use --client-ca-file identities), the embedded etcd's TLS files
 // go into its own directory (as kcp's embedded etcd keeps its own), and the
-// epoch is not recorded between starts (see epochKeeper: a data directory
+// epoch is not recorded between starts (see epoch.Keeper: a data directory
 // copied back from an older backup is then not told apart; a new or
 // restored etcd still is).
 func NewConfig(opts options.CompletedOptions) (*Config, error) {
@@ -181,6 +170,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		}
 	}
 	derived := derivedConfig{alwaysAllowPaths: opts.Authorization.AlwaysAllowPaths}
+	// Copies: what NewConfig derives (the embedded etcd's endpoint and
+	// client certificate, a listener, a self-signed certificate) is the
+	// configuration's, never written back into the caller's options.
+	etcdOpts := *opts.Etcd
+	serving := *opts.SecureServing.SecureServingOptions
 
 	if opts.EmbeddedEtcd.Enabled {
 		ec, err := embeddedetcd.Config{
@@ -210,11 +204,14 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		}
 		ec.TLS = &tlsFiles
 		derived.embeddedEtcd = &ec
-		transport := &opts.Etcd.StorageConfig.Transport
+		transport := &etcdOpts.StorageConfig.Transport
 		transport.ServerList = []string{ec.ClientURL()}
 		transport.TrustedCAFile, transport.CertFile, transport.KeyFile = tlsFiles.CAFile, tlsFiles.ClientCertFile, tlsFiles.ClientKeyFile
 	}
-	derived.storage = opts.Etcd.StorageConfig
+	derived.storage = etcdOpts.StorageConfig
+	if root != "" {
+		derived.epochFile = filepath.Join(root, epoch.FileName)
+	}
 	tokenFile := ""
 	if root != "" {
 		tokenFile = filepath.Join(root, authentication.AdminTokenFileName)
@@ -241,7 +238,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
 
 	if host == nil {
-		if err := applyStandaloneServing(opts, generic, &derived); err != nil {
+		if err := applyStandaloneServing(opts, &serving, generic, &derived); err != nil {
 			return nil, err
 		}
 	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
@@ -251,17 +248,13 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
 
-	if err := opts.Etcd.ApplyTo(&generic.Config); err != nil {
+	if err := etcdOpts.ApplyTo(&generic.Config); err != nil {
 		return nil, err
-	}
-	derived.etcdStorage = opts.Etcd.StorageConfig
-	if root != "" {
-		derived.epochFile = filepath.Join(root, epoch.FileName)
 	}
 	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.
-	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(*opts.Etcd, generic.ResourceTransformers, generic.StorageObjectCountTracker)
+	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(etcdOpts, generic.ResourceTransformers, generic.StorageObjectCountTracker)
 	cfg := &Config{
 		Apiextensions: &apiextensionsapiserver.Config{
 			GenericConfig: generic,
@@ -289,11 +282,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 
 // applyStandaloneServing opens the cache's own secure listener with a
 // (self-signed by default) certificate and its own authentication.
-func applyStandaloneServing(opts options.CompletedOptions, generic *genericapiserver.RecommendedConfig, derived *derivedConfig) error {
-	if err := opts.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptions.SecureServingOptions, generic *genericapiserver.RecommendedConfig, derived *derivedConfig) error {
+	if err := serving.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
 		return fmt.Errorf("creating self-signed serving certificate: %w", err)
 	}
-	caData, err := servingCAData(opts.SecureServing.SecureServingOptions)
+	caData, err := servingCAData(serving)
 	if err != nil {
 		return err
 	}
@@ -303,7 +296,8 @@ func applyStandaloneServing(opts options.CompletedOptions, generic *genericapise
 	}
 	// The profiler is the process's: a mounted cache leaves it to its host.
 	derived.profilerAddress = opts.ProfilerAddress
-	if err := opts.SecureServing.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
+	withLoopback := genericoptions.SecureServingOptionsWithLoopback{SecureServingOptions: serving}
+	if err := withLoopback.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return err
 	}
 	_, port, err := net.SplitHostPort(generic.SecureServing.Listener.Addr().String())
@@ -314,31 +308,47 @@ func applyStandaloneServing(opts options.CompletedOptions, generic *genericapise
 	return applyAuth(&generic.Config, opts.Authentication, derived, nil)
 }
 
-// Complete fills in what depends on the rest of the configuration.
+// Complete returns the configuration New builds servers from: a snapshot
+// of what the user set, with the defaults of what they left out. It changes
+// nothing in c; upstream's own completion, which fills fields in place, runs
+// in New on a copy.
 func (c *Config) Complete() CompletedConfig {
-	generic := c.Apiextensions.GenericConfig
-	// Built here, from the configuration as it is now, so that the data
-	// plane authorizes and admits exactly as the generic chain does.
-	plane := dataplane.NewRegistry(dataplane.Config{
-		RESTOptionsGetter:   generic.RESTOptionsGetter,
-		Authorizer:          generic.Authorization.Authorizer,
-		Admission:           generic.AdmissionControl,
-		MaxRequestBodyBytes: maxObjectRequestBytes(generic.MaxRequestBodyBytes),
-		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
-	})
-	apiextensions := c.Apiextensions.Complete()
-	// apiextensions turns discovery off because kube-apiserver's aggregator
-	// serves /apis in front of it; here nothing is in front, and clients
-	// (kubectl) need /apis under every scoped prefix. The CRD discovery
-	// controller feeds the aggregated discovery manager this enables.
-	apiextensions.GenericConfig.EnableDiscovery = true
+	extra := c.Extra
+	extra.BootstrapCRDs = slices.Clone(c.Extra.BootstrapCRDs)
+	if extra.Removal.CheckInterval <= 0 {
+		extra.Removal.CheckInterval = options.DefaultRemovalCheckInterval
+	}
+	bootstrapped := sets.New[string]()
+	for _, crd := range extra.BootstrapCRDs {
+		bootstrapped.Insert(crd.Name)
+	}
 	return CompletedConfig{&completedConfig{
-		Apiextensions: apiextensions,
-		Extra:         &c.Extra,
-		StandIn:       &c.StandIn,
-		derived:       &c.derived,
-		plane:         plane,
+		apiextensions: c.Apiextensions,
+		extra:         extra,
+		derived:       c.derived,
+		bootstrapped:  bootstrapped,
 	}}
+}
+
+// upstream completes a copy of the apiextensions configuration, for New to
+// give it the server's handler chain. apiextensions turns discovery off because
+// kube-apiserver's aggregator serves /apis in front of it; here nothing is
+// in front, and clients (kubectl) need /apis under every scoped prefix. The
+// CRD discovery controller feeds the aggregated discovery manager this
+// enables.
+func (c *completedConfig) upstream() apiextensionsapiserver.CompletedConfig {
+	generic := *c.apiextensions.GenericConfig
+	cfg := &apiextensionsapiserver.Config{GenericConfig: &generic, ExtraConfig: c.apiextensions.ExtraConfig}
+	completed := cfg.Complete()
+	completed.GenericConfig.EnableDiscovery = true
+	return completed
+}
+
+// EtcdTransport is how the server reaches the etcd its data lives in,
+// the embedded one's client certificate included: a cache mounted in this
+// server may keep its data in the same etcd, under another prefix.
+func (c *Config) EtcdTransport() storagebackend.TransportConfig {
+	return c.derived.storage.Transport
 }
 
 // maxObjectRequestBytes bounds write bodies by what etcd can store, so that

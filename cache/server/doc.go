@@ -12,8 +12,31 @@
 //	defer srv.Close()                   // always safe; stops what is still running
 //	err := srv.PrepareRun().Run(ctx)    // serves until ctx is done; etcd stops after the server
 //
-// Config separates the upstream configuration, what a user sets (Extra; and
-// StandIn, which the examples and tests use to make a shard stand-in) and
-// what NewConfig derived from the options (private). The lifecycle is
-// stated on Server.
+// Each step only does its own part: NewConfig derives from the options
+// without writing into them; Complete snapshots the Config with defaults and
+// changes nothing; New builds a server (its data plane, its epoch, its
+// handler chain on a copy of the upstream configuration) without writing
+// into the CompletedConfig. Config separates the upstream configuration,
+// what a user sets (Extra) and what NewConfig derived from the options
+// (private). The lifecycle and the shutdown order are stated on Server and
+// Close.
+//
+// This package holds only that lifecycle and its wiring:
+//
+//   - config.go: options to Config, and Complete;
+//   - server.go: New, Run and Close;
+//   - loops.go: the one owner of the server's background loops, and the list
+//     of them;
+//   - handler.go: the handler chain around upstream's;
+//   - plane.go: what the data plane serves from the start and its
+//     readiness;
+//   - auth.go: the authenticator and authorizer unions;
+//   - mount.go: serving mounted in a host (Host, Mount, RunMounted);
+//   - kubeconfig.go: the admin client configuration and kubeconfig;
+//   - etcd.go: the one etcd client of the server's own work.
+//
+// What the server is made of lives in the subpackages: bootstrap (declared
+// types), epoch, authentication, authorization, filters, partition,
+// dataplane, opaque, discovery, removal, shardmetrics, embeddedetcd; its
+// tests in integration, through the fixture cachetest.
 package server

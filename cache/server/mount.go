@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
@@ -57,7 +59,7 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 	loopback.BearerToken = token
 	loopback.BearerTokenFile = ""
 	generic.LoopbackClientConfig = loopback
-	generic.SecureServing = nil
+	generic.SecureServing = nil // until applyAuth has run: see below
 	generic.ExternalAddress = u.Host
 	if host.Shard != "" {
 		if err := kcpcache.ValidateShardName(host.Shard); err != nil {
@@ -68,8 +70,40 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 		}
 		derived.hostShard = host.Shard
 	}
-	return applyAuth(&generic.Config, auth, derived, &host)
+	if err := applyAuth(&generic.Config, auth, derived, &host); err != nil {
+		return err
+	}
+	// After applyAuth: the host's TLS configuration asks for client
+	// certificates, not this listener's.
+	generic.SecureServing = &genericapiserver.SecureServingInfo{Listener: newIdleListener()}
+	return nil
 }
+
+// idleListener is a mounted cache's listener: it accepts nothing, for the
+// host's listener serves the cache. Upstream's Run keys the stages of its
+// shutdown on its listener stopping (drain the requests in flight, flush
+// the audit backend, close the etcd health checks' clients); with this one
+// a mounted cache takes every stage as a standalone server does.
+type idleListener struct {
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newIdleListener() *idleListener { return &idleListener{closed: make(chan struct{})} }
+
+// Accept waits for Close.
+func (l *idleListener) Accept() (net.Conn, error) {
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *idleListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+// Addr is a loopback address no one can dial.
+func (l *idleListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // Mount serves a cache under /services/cache/ of a host server. Wrap the
 // host's handler chain with it when building the host's configuration (the
@@ -84,21 +118,26 @@ type Mount struct {
 // prefix to the mounted cache and everything else to build's chain.
 func (m *Mount) WrapHandlerChain(build func(http.Handler, *genericapiserver.Config) http.Handler) func(http.Handler, *genericapiserver.Config) http.Handler {
 	return func(apiHandler http.Handler, c *genericapiserver.Config) http.Handler {
-		hostChain := build(apiHandler, c)
-		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			if p := req.URL.Path; p != kcpcache.ServicePrefix && !strings.HasPrefix(p, kcpcache.ServicePrefix+"/") {
-				hostChain.ServeHTTP(w, req)
-				return
-			}
-			h := m.handler.Load()
-			if h == nil {
-				err := apierrors.NewServiceUnavailable("the cache server is not started yet")
-				responsewriters.ErrorNegotiated(err, apiextensionsapiserver.Codecs, schema.GroupVersion{}, w, req)
-				return
-			}
-			(*h).ServeHTTP(w, req)
-		})
+		return m.Route(build(apiHandler, c))
 	}
+}
+
+// Route sends requests below the cache's prefix to the mounted cache and
+// everything else to host.
+func (m *Mount) Route(host http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if p := req.URL.Path; p != kcpcache.ServicePrefix && !strings.HasPrefix(p, kcpcache.ServicePrefix+"/") {
+			host.ServeHTTP(w, req)
+			return
+		}
+		h := m.handler.Load()
+		if h == nil {
+			err := apierrors.NewServiceUnavailable("the cache server is not started yet")
+			responsewriters.ErrorNegotiated(err, apiextensionsapiserver.Codecs, schema.GroupVersion{}, w, req)
+			return
+		}
+		(*h).ServeHTTP(w, req)
+	})
 }
 
 // Serve starts routing the prefix to s.

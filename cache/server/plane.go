@@ -6,7 +6,6 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -22,39 +21,30 @@ const TypesReadyCheckName = "kcp-cache-types"
 
 // servePlane declares what the data plane serves: the bootstrapped types
 // from the first moment, whatever their CRDs' state, and every other
-// Established CRD as the informer sees it.
-func (s *Server) servePlane(ctx context.Context, plane *dataplane.Registry, crdInformer cache.SharedIndexInformer, crds []*apiextensionsv1.CustomResourceDefinition, boot *bootstrap.Installer) error {
+// Established CRD as the informer sees it. It returns the loops that keep
+// it so: the wait for the CRD informer's first list, and the source of the
+// identity resources that cached APIExports and CachedResources declare.
+func (s *Server) servePlane(ctx context.Context, crdInformer cache.SharedIndexInformer, crds []*apiextensionsv1.CustomResourceDefinition, boot *bootstrap.Installer) (crdsSynced, exported func(context.Context), err error) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
+	s.GenericAPIServer.RegisterDestroyFunc(s.plane.Destroy)
 	for _, crd := range crds {
-		if err := plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
-			plane.Destroy()
-			return err
+		if err := s.plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
+			return nil, nil, err
 		}
 	}
-	s.plane = plane
-	s.GenericAPIServer.RegisterDestroyFunc(plane.Destroy)
 	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
 		if err := boot.Check(); err != nil {
 			return err
 		}
-		return plane.ReadinessCheck()
+		return s.plane.ReadinessCheck()
 	})); err != nil {
-		return err
+		return nil, nil, err
 	}
-	if err := plane.WatchCRDs(ctx, crdInformer); err != nil {
-		return err
+	if crdsSynced, err = s.plane.WatchCRDs(ctx, crdInformer); err != nil {
+		return nil, nil, err
 	}
-	exported := dataplane.NewExportSource(plane, exportedTypes(crds), s.etcdClient)
-	return s.GenericAPIServer.AddPostStartHook(ExportedResourcesHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		go exported.Run(klog.NewContext(hookCtx, klog.FromContext(ctx)))
-		return nil
-	})
+	return crdsSynced, dataplane.NewExportSource(s.plane, exportedTypes(crds), s.etcdClient).Run, nil
 }
-
-// ExportedResourcesHookName is the post-start hook that serves the identity
-// resources cached APIExports and CachedResources declare, and the
-// resources CachedResources publish, without identity.
-const ExportedResourcesHookName = "kcp-cache-exported-resources"
 
 // exportedTypes names the bootstrapped types whose objects declare identity
 // resources; a type that is not bootstrapped is not followed.

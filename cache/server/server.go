@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
@@ -12,25 +13,21 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
-	"github.com/kcp-cache/kcp-cache/cache/server/shardmetrics"
 )
 
 // Server is a cache server that New built.
 //
 // Its lifecycle, in order: New starts the embedded etcd (if configured) and
 // builds the API server on it; PrepareRun().Run serves until its context
-// ends, then stops the API server and after it the etcd, so that the API
-// server never retries against a member that is going away; Close stops
-// whatever is still running. Close is safe at any time and more than once:
-// after New alone (a host that fails before Run), during Run (it ends Run
-// and waits for it) and after Run. A host defers Close as soon as New
-// succeeds.
+// ends, then shuts down (see Close for the order); Close stops whatever is
+// still running. Close is safe at any time and more than once: after New
+// alone (a host that fails before Run), during Run (it ends Run and waits
+// for it) and after Run. A host defers Close as soon as New succeeds.
 type Server struct {
 	// GenericAPIServer is the upstream server; hosts may add hooks and checks.
 	GenericAPIServer *genericapiserver.GenericAPIServer
@@ -38,12 +35,11 @@ type Server struct {
 	apiextensions *apiextensionsapiserver.CustomResourceDefinitions
 	etcd          *embeddedetcd.Server
 	etcdTLS       *embeddedetcd.TLSFiles
-	// etcdClient reaches the cache's etcd directly, for data removal and
-	// for reading every identity of a published resource at once.
+	// etcdClient reaches the cache's etcd directly, for the epoch, data
+	// removal and reading every identity of a published resource at once.
 	etcdClient *clientv3.Client
-	// background are the removal loops the post-start hooks started; stop
-	// waits for them before it closes their etcd client and the etcd.
-	background  sync.WaitGroup
+	// loops are the server's own background loops.
+	loops       *loops
 	epoch       *epoch.Keeper
 	plane       *dataplane.Registry
 	adminConfig *rest.Config
@@ -66,11 +62,12 @@ type Server struct {
 var ErrClosed = errors.New("cache server is closed")
 
 // New starts the embedded etcd (if configured), builds the API server and
-// writes the admin kubeconfig. On error, everything it started is stopped;
-// on success the caller owns the server and must Run or Close it.
+// writes the admin kubeconfig. It changes nothing in c. On error,
+// everything it started is stopped; on success the caller owns the server
+// and must Run or Close it.
 func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	logger := klog.FromContext(ctx)
-	s := &Server{kubeconfigPath: c.derived.kubeconfigPath}
+	s := &Server{kubeconfigPath: c.derived.kubeconfigPath, loops: newLoops(logger)}
 	defer func() {
 		if err != nil {
 			s.stop()
@@ -88,17 +85,30 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		}
 		s.etcdTLS = c.derived.embeddedEtcd.TLS
 	}
-	if s.epoch, err = epoch.NewKeeper(c.derived.etcdStorage, c.derived.epochFile); err != nil {
+	if s.etcdClient, err = newEtcdClient(c.derived.storage.Transport); err != nil {
+		return nil, err
+	}
+	if s.epoch, err = epoch.NewKeeper(s.etcdClient, c.derived.storage.Prefix, c.derived.epochFile); err != nil {
 		return nil, err
 	}
 	if err := s.epoch.Resolve(ctx); err != nil {
 		return nil, err
 	}
-	c.epoch = s.epoch
 
-	c.Apiextensions.GenericConfig.BuildHandlerChainFunc = c.buildHandlerChain
-	s.apiextensions, err = c.Apiextensions.New(genericapiserver.NewEmptyDelegate())
+	upstream := c.upstream()
+	generic := upstream.GenericConfig
+	// The data plane authorizes and admits exactly as the generic chain.
+	s.plane = dataplane.NewRegistry(dataplane.Config{
+		RESTOptionsGetter:   generic.RESTOptionsGetter,
+		Authorizer:          generic.Authorization.Authorizer,
+		Admission:           generic.AdmissionControl,
+		MaxRequestBodyBytes: maxObjectRequestBytes(generic.MaxRequestBodyBytes),
+		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
+	})
+	generic.BuildHandlerChainFunc = handlerChain{plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay}.build
+	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
+		s.plane.Destroy()
 		return nil, err
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
@@ -107,33 +117,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := groups.Start(ctx, crdInformer.Informer()); err != nil {
 		return nil, err
 	}
-	boot := bootstrap.NewInstaller(c.Extra.BootstrapCRDs)
-	if s.etcdClient, err = newEtcdClient(c.derived.storage.Transport); err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	if err := s.servePlane(ctx, c.plane, crdInformer.Informer(), c.Extra.BootstrapCRDs, boot); err != nil {
-		return nil, err
-	}
-	loopback := s.GenericAPIServer.LoopbackClientConfig
-	if err := s.startCRDPurger(crdInformer, loopback); err != nil {
-		return nil, err
-	}
-	if err := s.startRemoval(ctx, c, crdInformer, loopback); err != nil {
-		return nil, err
-	}
-	if err := s.GenericAPIServer.AddPostStartHook(bootstrap.HookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		return boot.Run(klog.NewContext(hookCtx, logger), loopback)
-	}); err != nil {
-		return nil, err
-	}
-
-	if err := s.GenericAPIServer.AddPostStartHook(epochHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		go s.epoch.Run(klog.NewContext(hookCtx, logger.WithName("epoch")))
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if err := s.startShardMetrics(loopback); err != nil {
+	if err := s.startLoops(ctx, c, crdInformer); err != nil {
 		return nil, err
 	}
 
@@ -147,8 +131,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 			s.hostShardConfig.BearerToken = c.derived.hostShardToken
 		}
 	} else {
-		listener := c.Apiextensions.GenericConfig.SecureServing.Listener
-		s.adminConfig = adminRESTConfig(listenAddress(listener), c.derived.servingCAData, c.derived.adminToken)
+		s.adminConfig = adminRESTConfig(listenAddress(generic.SecureServing.Listener), c.derived.servingCAData, c.derived.adminToken)
 	}
 	if s.kubeconfigPath != "" {
 		if err := WriteKubeconfig(s.kubeconfigPath, s.adminConfig); err != nil {
@@ -158,9 +141,6 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", s.kubeconfigPath)
 	return s, nil
 }
-
-// epochHookName records the cache's epoch while the server runs.
-const epochHookName = "kcp-cache-epoch"
 
 // Epoch is the cache's epoch, announced on every response as
 // kcpcache.EpochHeader.
@@ -212,28 +192,13 @@ type PreparedServer struct {
 
 // PrepareRun finishes the handler setup (OpenAPI, health endpoints).
 func (s *Server) PrepareRun() PreparedServer {
-	prepared := s.GenericAPIServer.PrepareRun()
-	if s.GenericAPIServer.SecureServingInfo != nil {
-		return PreparedServer{s: s, run: prepared.RunWithContext}
-	}
-	// Mounted: upstream's RunWithContext waits for its own listener to stop,
-	// which a server without a listener never signals. Run the same phases
-	// without it: post-start hooks, then shutdown hooks and storage teardown.
-	return PreparedServer{s: s, run: func(ctx context.Context) error {
-		if _, _, err := prepared.NonBlockingRunWithContext(ctx, 0); err != nil {
-			return err
-		}
-		<-ctx.Done()
-		err := s.GenericAPIServer.RunPreShutdownHooks()
-		s.GenericAPIServer.Destroy()
-		return err
-	}}
+	return PreparedServer{s: s, run: s.GenericAPIServer.PrepareRun().RunWithContext}
 }
 
 // Run serves until ctx is done or Close is called, then shuts down
-// gracefully: the API server drains and stops first, the embedded etcd
-// after it. A server runs at most once; Run on a closed server returns
-// ErrClosed at once.
+// gracefully, in the order Close states: the API server drains and stops
+// first, the embedded etcd last. A server runs at most once; Run on a
+// closed server returns ErrClosed at once.
 func (p PreparedServer) Run(ctx context.Context) error {
 	s := p.s
 	s.mu.Lock()
@@ -251,9 +216,20 @@ func (p PreparedServer) Run(ctx context.Context) error {
 	return p.run(ctx)
 }
 
-// Close stops the server: it ends a Run in progress and waits for it, or,
-// when the server never ran, releases the storage and stops the embedded
-// etcd that New started. It is safe to call more than once.
+// Close stops the server, in this order:
+//
+//  1. A Run in progress ends: the API server stops serving and drains. Its
+//     shutdown ends the post-start hooks' context, so every loop of the
+//     server's own is told to stop, and last releases the storage.
+//  2. Every loop has returned (those Run did not end are ended now).
+//  3. The storage is released (Run usually has, and it is idempotent).
+//  4. The epoch is recorded a last time, after the server's last write.
+//  5. The etcd client the loops and the epoch shared is closed.
+//  6. The embedded etcd stops, after everything that used it.
+//  7. The profiler stops last, so that all of the above can be profiled.
+//
+// After New alone nothing ran: the same steps release what New built. It
+// is safe to call more than once.
 func (s *Server) Close() {
 	s.mu.Lock()
 	s.closed = true
@@ -266,20 +242,16 @@ func (s *Server) Close() {
 	s.stop()
 }
 
-// stop releases storage, then stops etcd, once.
+// stop takes steps 2 to 7 of Close, once.
 func (s *Server) stop() {
 	s.stopOnce.Do(func() {
+		s.loops.stop()
 		if s.GenericAPIServer != nil {
-			// Idempotent by contract (RegisterDestroyFunc); Run has
-			// usually called it already.
+			// Idempotent by contract (RegisterDestroyFunc).
 			s.GenericAPIServer.Destroy()
 		}
-		// The hooks' context is done by now (Run ended), so the removal
-		// loops are returning.
-		s.background.Wait()
 		if s.epoch != nil {
-			// After the API server: its last writes count.
-			s.epoch.Close(context.Background())
+			s.epoch.Flush(context.Background())
 		}
 		if s.etcdClient != nil {
 			_ = s.etcdClient.Close()
@@ -290,17 +262,5 @@ func (s *Server) stop() {
 		if s.profiler != nil {
 			s.profiler.Close()
 		}
-	})
-}
-
-// startShardMetrics keeps the per-shard gauges from a post-start hook.
-func (s *Server) startShardMetrics(loopback *rest.Config) error {
-	w, err := shardmetrics.NewWatcher(loopback, s.epoch.Epoch)
-	if err != nil {
-		return err
-	}
-	return s.GenericAPIServer.AddPostStartHook(shardmetrics.HookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		go w.Run(hookCtx)
-		return nil
 	})
 }

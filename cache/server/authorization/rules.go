@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -48,11 +50,17 @@ const (
 	RuleOwnHeartbeat Rule = "shard-writes-own-heartbeat-only"
 )
 
+// CRDResource is the resource of CRDs, which are written only in the system
+// partition.
+var CRDResource = schema.GroupResource{Group: apiextensionsv1.GroupName, Resource: "customresourcedefinitions"}
+
 var (
-	crds       = struct{ group, resource string }{"apiextensions.k8s.io", "customresourcedefinitions"}
 	readVerbs  = sets.New("get", "list", "watch")
 	writeVerbs = sets.New("create", "update", "patch", "delete", "deletecollection")
 )
+
+// IsWrite reports whether verb changes stored objects.
+func IsWrite(verb string) bool { return writeVerbs.Has(verb) }
 
 // New returns the cache's rules as an authorizer. It allows or denies what
 // it knows about and has no opinion otherwise, so that a path authorizer for
@@ -95,7 +103,7 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 	// The partition filter strips the scope from the request URI before the
 	// audit event is made; record where the request went.
 	audit.AddAuditAnnotation(ctx, AuditAnnotationPartition, scope.String())
-	isCRD := a.GetAPIGroup() == crds.group && a.GetResource() == crds.resource
+	isCRD := a.GetAPIGroup() == CRDResource.Group && a.GetResource() == CRDResource.Resource
 	write := writeVerbs.Has(verb)
 
 	// What no one may do, system:masters included.

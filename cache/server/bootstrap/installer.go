@@ -23,10 +23,6 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
-// HookName is the post-start hook that installs the bootstrapped
-// CRDs; /readyz reports it until every type is served from a warm cache.
-const HookName = "kcp-cache-bootstrap-crds"
-
 const bootstrapRetryInterval = 200 * time.Millisecond
 
 // Installer creates or updates the bootstrapped CRDs, so that discovery,

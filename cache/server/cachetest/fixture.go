@@ -17,8 +17,8 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest/standin"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
-	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
@@ -237,8 +237,6 @@ func (s *Server) newMounted(ctx context.Context) (func(context.Context) error, e
 		return nil, err
 	}
 	mount := &server.Mount{}
-	hostCfg.StandIn.PathScoper = filters.ClusterPaths(s.opts.HostShard)
-	hostCfg.StandIn.Mount = mount
 	generic := hostCfg.Apiextensions.GenericConfig
 	cacheOpts := s.serverOptions(s.opts.RootDirectory, s.etcdPrefix)
 	if s.opts.Flags != nil {
@@ -262,6 +260,7 @@ func (s *Server) newMounted(ctx context.Context) (func(context.Context) error, e
 	if err != nil {
 		return nil, err
 	}
+	standin.Serve(host, s.opts.HostShard, mount)
 	mounted, err := cacheCfg.Complete().New(ctx)
 	if err != nil {
 		host.Close()

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -11,9 +12,10 @@ import (
 
 // WatchCRDs keeps the registry in step with the CRDs informer sees: an
 // Established CRD that is not being deleted is served, anything else is not.
-// Until the informer has synced, the registry counts it as a pending source. Call it
-// before the informer starts.
-func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInformer) error {
+// Until the informer has synced, the registry counts it as a pending source:
+// waitSynced, which the caller runs once the informer starts, waits for that
+// (or for its ctx to end). Call WatchCRDs before the informer starts.
+func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInformer) (waitSynced func(context.Context), err error) {
 	logger := klog.FromContext(ctx).WithName("crd-source")
 	ctx = klog.NewContext(ctx, logger)
 	apply := func(obj interface{}) {
@@ -26,7 +28,7 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 			r.Unregister(ctx, res.GroupResource())
 			return
 		}
-		if err := r.Register(ctx, res); err != nil {
+		if err := r.Register(ctx, res); err != nil && !errors.Is(err, errShuttingDown) {
 			logger.Error(err, "Cannot serve the type a CRD declares", "crd", crd.Name)
 		}
 	}
@@ -47,15 +49,14 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 		DeleteFunc: remove,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	go func() {
+	return func(ctx context.Context) {
 		if cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 			synced()
 			logger.V(2).Info("Every CRD is known")
 		}
-	}()
-	return nil
+	}, nil
 }
 
 // IsEstablished reports whether crd's Established condition is true.

@@ -82,9 +82,12 @@ func NewExportSource(r *Registry, types ExportedTypes, etcd *clientv3.Client) *E
 // Run follows the types until ctx is done.
 func (src *ExportSource) Run(ctx context.Context) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("exported-resources"))
+	// Run returns only once every type's watch has.
+	var following sync.WaitGroup
+	defer following.Wait()
 	follow := func(gr schema.GroupResource, apply func(map[partitionName]*opaque.Object, *partitionName, *opaque.Object)) {
 		if synced, ok := src.synced[gr]; ok {
-			go src.follow(ctx, gr, synced, apply)
+			following.Go(func() { src.follow(ctx, gr, synced, apply) })
 		}
 	}
 	follow(src.types.APIExports, func(all map[partitionName]*opaque.Object, k *partitionName, o *opaque.Object) {
@@ -173,7 +176,7 @@ func (s *exportSource) follow(ctx context.Context, gr schema.GroupResource, sync
 }
 
 func (s *exportSource) followOnce(ctx context.Context, gr schema.GroupResource, synced func(), apply func(map[partitionName]*opaque.Object, *partitionName, *opaque.Object)) error {
-	served := s.registry.lookup(gr)
+	served, _ := s.registry.lookup(gr)
 	if served == nil {
 		return fmt.Errorf("%s is not served", gr)
 	}

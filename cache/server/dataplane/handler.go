@@ -42,7 +42,11 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 		}
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
 		gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
-		s := r.lookup(gr)
+		s, destroyed := r.lookup(gr)
+		if destroyed {
+			unavailable(w, req, gv, gr, "the cache server is shutting down")
+			return
+		}
 		if s == nil {
 			if !r.synced() {
 				unavailable(w, req, gv, gr, "the cache server is starting and does not know its types yet")

@@ -139,7 +139,7 @@ func (g publishedGetter) Get(ctx context.Context, name string, opts *metav1.GetO
 	gr := g.pub.resource.GroupResource()
 	sc, _ := kcpcache.ScopeFrom(ctx)
 	for _, id := range g.pub.readOrder(sc.Cluster) {
-		s := g.registry.lookup(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + ":" + id})
+		s, _ := g.registry.lookup(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + ":" + id})
 		if s == nil {
 			// Published an instant ago and not registered yet, or gone:
 			// the next identity may hold it.

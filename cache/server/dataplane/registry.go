@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -46,6 +47,11 @@ type Registry struct {
 	// appear, so its requests get 503 instead of 404.
 	sourcesAdded   atomic.Bool
 	pendingSources atomic.Int32
+	// destroyed is set by Destroy: the server is shutting down, and no
+	// storage is built or served any more. A mounted cache's host keeps
+	// routing requests to it meanwhile, and apiextensions' own handler,
+	// asked instead, would build storage nobody destroys.
+	destroyed bool
 }
 
 // served is one type as served: its declaration, its store and a request
@@ -58,6 +64,9 @@ type served struct {
 	store  *registry.Store
 	scopes map[string]*handlers.RequestScope
 }
+
+// errShuttingDown refuses a declaration after Destroy.
+var errShuttingDown = errors.New("the cache server is shutting down")
 
 // NewRegistry returns an empty registry.
 func NewRegistry(cfg Config) *Registry {
@@ -84,6 +93,9 @@ func (r *Registry) register(ctx context.Context, res Resource, pin bool) error {
 	logger := klog.FromContext(ctx).WithValues("resource", res.GroupResource())
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.destroyed {
+		return errShuttingDown
+	}
 	gr := res.GroupResource()
 	old := r.served[gr]
 	if old != nil && old.pinned && !pin {
@@ -197,6 +209,7 @@ func (r *Registry) ReadinessCheck() error {
 // afterwards.
 func (r *Registry) Destroy() {
 	r.mu.Lock()
+	r.destroyed = true
 	all := r.served
 	r.served = map[schema.GroupResource]*served{}
 	// Published resources hold no watch cache; they read etcd per request.
@@ -207,10 +220,10 @@ func (r *Registry) Destroy() {
 	}
 }
 
-func (r *Registry) lookup(gr schema.GroupResource) *served {
+func (r *Registry) lookup(gr schema.GroupResource) (s *served, destroyed bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	return r.served[gr]
+	return r.served[gr], r.destroyed
 }
 
 func oldStore(old *served) *registry.Store {

@@ -13,9 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/klog/v2"
 )
 
@@ -71,32 +69,21 @@ type Keeper struct {
 	revision int64
 }
 
-// NewKeeper connects to the etcd of storage; file is where the record
-// lives (empty: nowhere, for a server without a root directory; a data
-// directory copied back from an older backup then goes unnoticed). Storage without etcd servers (data that lives only as long as the
-// process) has an epoch of its own at every start, with nothing to record.
-func NewKeeper(storage storagebackend.Config, file string) (*Keeper, error) {
-	t := storage.Transport
-	if len(t.ServerList) == 0 {
+// NewKeeper keeps the epoch of the data below prefix in the etcd client
+// reaches; file is where the record lives (empty: nowhere, for a server
+// without a root directory; a data directory copied back from an older
+// backup then goes unnoticed). Without a client (storage without etcd,
+// whose data lives only as long as the process) the epoch is new at every
+// start, with nothing to record. The caller closes client, after Flush.
+func NewKeeper(client *clientv3.Client, prefix, file string) (*Keeper, error) {
+	if client == nil {
 		marker, err := randomMarker()
 		if err != nil {
 			return nil, err
 		}
 		return &Keeper{epoch: "process-" + marker}, nil
 	}
-	cfg := clientv3.Config{Endpoints: t.ServerList, DialTimeout: 10 * time.Second}
-	if t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" {
-		tlsConfig, err := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("etcd client TLS: %w", err)
-		}
-		cfg.TLS = tlsConfig
-	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	return &Keeper{client: cli, key: strings.TrimSuffix(storage.Prefix, "/") + epochMarkerKey, file: file}, nil
+	return &Keeper{client: client, key: strings.TrimSuffix(prefix, "/") + epochMarkerKey, file: file}, nil
 }
 
 // Epoch returns the resolved epoch.
@@ -112,6 +99,7 @@ func (k *Keeper) Resolve(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	if k.client == nil {
 		logger.Info("Cache epoch of this process's data", "epoch", k.epoch)
+		announce(k.epoch)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, epochResolveTimeout)
@@ -164,6 +152,7 @@ func (k *Keeper) resolveOnce(ctx context.Context) error {
 	k.mu.Lock()
 	k.epoch, k.revision = epoch, resp.Header.Revision
 	k.mu.Unlock()
+	announce(epoch)
 	logger.Info("Cache epoch", "epoch", epoch, "revision", resp.Header.Revision)
 	return k.record(ctx)
 }
@@ -220,12 +209,12 @@ func (k *Keeper) record(ctx context.Context) error {
 	return writeEpochRecord(k.file, rec)
 }
 
-// run records the revision every epochRecordInterval until ctx ends.
+// Run records the revision every epochRecordInterval until ctx ends.
 func (k *Keeper) Run(ctx context.Context) {
 	if k.client == nil {
 		return
 	}
-	logger := klog.FromContext(ctx)
+	logger := klog.FromContext(ctx).WithName("epoch")
 	ticker := time.NewTicker(epochRecordInterval)
 	defer ticker.Stop()
 	for {
@@ -240,8 +229,8 @@ func (k *Keeper) Run(ctx context.Context) {
 	}
 }
 
-// close records a last time and closes the etcd client.
-func (k *Keeper) Close(ctx context.Context) {
+// Flush records a last time, at shutdown, after the last write.
+func (k *Keeper) Flush(ctx context.Context) {
 	if k.client == nil {
 		return
 	}
@@ -250,7 +239,6 @@ func (k *Keeper) Close(ctx context.Context) {
 	if err := k.record(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Recording the cache's epoch at shutdown")
 	}
-	_ = k.client.Close()
 }
 
 func randomMarker() (string, error) {

@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"k8s.io/apiserver/pkg/storage/storagebackend"
 )
 
 // Storage without etcd (data that dies with the process) starts a new epoch
@@ -15,14 +13,14 @@ func TestEpochWithoutEtcdIsNewAtEveryStart(t *testing.T) {
 	file := filepath.Join(t.TempDir(), FileName)
 	epochs := map[string]bool{}
 	for range 2 {
-		k, err := NewKeeper(storagebackend.Config{}, file)
+		k, err := NewKeeper(nil, "", file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := k.Resolve(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		k.Close(context.Background())
+		k.Flush(context.Background())
 		if !strings.HasPrefix(k.Epoch(), "process-") || epochs[k.Epoch()] {
 			t.Fatalf("epoch %q (seen before: %v)", k.Epoch(), epochs[k.Epoch()])
 		}

@@ -9,17 +9,14 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
-// WithPartition resolves the partition scope of every request with scoper
-// (CachePaths when nil). A scoped path must name a valid shard and cluster
-// (or "*"); its prefix is stripped so that upstream handlers see an ordinary
-// API path. Other paths (health, metrics, CRD management, the loopback
-// client) are served in the reserved system scope.
-func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer, scoper PathScoper) http.Handler {
-	if scoper == nil {
-		scoper = CachePaths
-	}
+// WithPartition resolves the partition scope of every request (CachePaths).
+// A scoped path must name a valid shard and cluster (or "*"); its prefix is
+// stripped so that upstream handlers see an ordinary API path. Other paths
+// (health, metrics, CRD management, the loopback client) are served in the
+// reserved system scope.
+func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		parsed, err := scoper(req.URL.Path)
+		parsed, err := CachePaths(req.URL.Path)
 		if err != nil {
 			writeStatus(w, req, codecs, apierrors.NewBadRequest(err.Error()))
 			return

@@ -23,10 +23,9 @@ import (
 	kjson "sigs.k8s.io/json"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/authorization"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
-
-var crdResource = schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}
 
 // GuardConfig is what WithRequestGuard needs to know about the server.
 type GuardConfig struct {
@@ -35,17 +34,11 @@ type GuardConfig struct {
 	// MaxRequestBodyBytes bounds how much of a write's body is read to find
 	// the origin metadata; a larger body is refused with 413.
 	MaxRequestBodyBytes int64
-	// ProtectedCRDs are bootstrapped CRD names ("<plural>.<group>") that
-	// cannot be deleted.
-	ProtectedCRDs sets.Set[string]
-	// CRDInUse reports whether any partition holds objects of the CRD named
-	// crdName. A CRD in use cannot be deleted: upstream's CRD finalizer
-	// deletes instances without a request scope, which cannot address a
-	// partition, so the CRD would hang in Terminating.
-	CRDInUse func(ctx context.Context, crdName string) (bool, error)
+	// CheckCRDDeletion returns the error a deletion (verb delete or
+	// deletecollection) of the CRD name is refused with, or nil (see
+	// removal.CRDDeletion); nil allows every deletion.
+	CheckCRDDeletion func(ctx context.Context, verb, name string) error
 }
-
-var writeVerbs = sets.New("create", "update", "patch", "delete", "deletecollection")
 
 // WithRequestGuard refuses requests that must never reach storage and carries
 // a pushed copy's origin metadata into the request context. It expects the
@@ -71,8 +64,8 @@ func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
 			return
 		}
 
-		if gr == crdResource && (info.Verb == "delete" || info.Verb == "deletecollection") {
-			if err := checkCRDDeletion(ctx, info, cfg); err != nil {
+		if gr == authorization.CRDResource && (info.Verb == "delete" || info.Verb == "deletecollection") && cfg.CheckCRDDeletion != nil {
+			if err := cfg.CheckCRDDeletion(ctx, info.Verb, info.Name); err != nil {
 				writeStatus(w, req, cfg.Codecs, err)
 				return
 			}
@@ -92,7 +85,7 @@ func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
 // checkWildcardRequest allows only lists and watches through a wildcard.
 func checkWildcardRequest(req *http.Request, info *request.RequestInfo, scope kcpcache.Scope, gr schema.GroupResource) error {
 	switch {
-	case writeVerbs.Has(info.Verb):
+	case authorization.IsWrite(info.Verb):
 		return apierrors.NewMethodNotSupported(gr, fmt.Sprintf("%s in the wildcard scope %s (writes need one shard and one cluster)", info.Verb, scope))
 	case info.Verb == "get":
 		return apierrors.NewBadRequest(fmt.Sprintf("cannot get %s %q in the wildcard scope %s: name one shard and one cluster, or list with fieldSelector=metadata.name=%s", gr, info.Name, scope, info.Name))
@@ -103,26 +96,6 @@ func checkWildcardRequest(req *http.Request, info *request.RequestInfo, scope kc
 			// different partitions; on this error it falls back to LIST+WATCH.
 			return apierrors.NewBadRequest(fmt.Sprintf("sendInitialEvents is not supported in the wildcard scope %s: list, then watch from the list's resourceVersion", scope))
 		}
-	}
-	return nil
-}
-
-func checkCRDDeletion(ctx context.Context, info *request.RequestInfo, cfg GuardConfig) error {
-	if info.Verb == "deletecollection" {
-		return apierrors.NewMethodNotSupported(crdResource, "deletecollection (delete CRDs one by one)")
-	}
-	if cfg.ProtectedCRDs.Has(info.Name) {
-		return apierrors.NewForbidden(crdResource, info.Name, fmt.Errorf("it is bootstrapped by the cache server"))
-	}
-	if cfg.CRDInUse == nil {
-		return nil
-	}
-	inUse, err := cfg.CRDInUse(ctx, info.Name)
-	if err != nil {
-		return apierrors.NewInternalError(fmt.Errorf("checking whether %s still has objects: %w", info.Name, err))
-	}
-	if inUse {
-		return apierrors.NewConflict(crdResource, info.Name, fmt.Errorf("objects of this type are still stored in the cache; delete them in every partition first"))
 	}
 	return nil
 }

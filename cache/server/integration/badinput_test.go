@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
+	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -146,9 +146,9 @@ func TestAnonymousRequestsReachOnlyHealthChecks(t *testing.T) {
 	for path, want := range map[string]int{
 		"/readyz": 200,
 		"/livez":  200,
-		"/readyz/poststarthook/" + bootstrap.HookName: 200,
-		"/services/cache/readyz":                      200,
-		"/metrics":                                    401,
+		"/readyz/poststarthook/" + server.BootstrapHookName: 200,
+		"/services/cache/readyz":                            200,
+		"/metrics":                                          401,
 		kcpcache.ScopedPath(kcpcache.Scope{Shard: "*", Cluster: "*"}, exportsPath): 401,
 		"/apis": 401,
 	} {

@@ -27,40 +27,42 @@ import (
 // racing the deletion) would stay Terminating forever. Once the purger has
 // emptied every partition, the finalizer finds nothing and completes.
 type CRDPurger struct {
-	lister   func(name string) (*apiextensionsv1.CustomResourceDefinition, error)
+	informer apiextensionsinformers.CustomResourceDefinitionInformer
 	loopback *rest.Config
-	queue    workqueue.TypedRateLimitingInterface[string]
 }
 
-func NewCRDPurger(informer apiextensionsinformers.CustomResourceDefinitionInformer, loopback *rest.Config) (*CRDPurger, error) {
-	p := &CRDPurger{
-		lister:   informer.Lister().Get,
-		loopback: loopback,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "crd-purger"}),
-	}
-	enqueue := func(obj interface{}) {
-		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && crd.DeletionTimestamp != nil {
-			p.queue.Add(crd.Name)
-		}
-	}
-	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
-	})
-	return p, err
+// NewCRDPurger purges the CRDs informer sees being deleted, through the
+// server's loopback client (system:masters); Run does it.
+func NewCRDPurger(informer apiextensionsinformers.CustomResourceDefinitionInformer, loopback *rest.Config) *CRDPurger {
+	return &CRDPurger{informer: informer, loopback: loopback}
 }
 
-// run works until ctx is done.
+// Run works until ctx is done, then shuts its queue down and stops
+// following the informer.
 func (p *CRDPurger) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("crd-purger")
 	ctx = klog.NewContext(ctx, logger)
-	go func() {
-		<-ctx.Done()
-		p.queue.ShutDown()
-	}()
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "crd-purger"})
+	defer queue.ShutDown()
+	enqueue := func(obj interface{}) {
+		if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok && crd.DeletionTimestamp != nil {
+			queue.Add(crd.Name)
+		}
+	}
+	reg, err := p.informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj interface{}) { enqueue(obj) },
+	})
+	if err != nil {
+		logger.Error(err, "Following the CRDs; deleted CRDs' objects are not purged")
+		return
+	}
+	defer func() { _ = p.informer.Informer().RemoveEventHandler(reg) }()
+	stopped := context.AfterFunc(ctx, queue.ShutDown)
+	defer stopped()
 	for {
-		name, quit := p.queue.Get()
+		name, quit := queue.Get()
 		if quit {
 			return
 		}
@@ -68,23 +70,23 @@ func (p *CRDPurger) Run(ctx context.Context) {
 		switch {
 		case err != nil:
 			logger.Error(err, "Purging the objects of a deleted CRD", "crd", name)
-			p.queue.AddRateLimited(name)
+			queue.AddRateLimited(name)
 		case remaining:
 			// Deleted what was there; look again until the CRD is gone,
 			// in case more arrived meanwhile.
-			p.queue.AddAfter(name, time.Second)
-			p.queue.Forget(name)
+			queue.AddAfter(name, time.Second)
+			queue.Forget(name)
 		default:
-			p.queue.Forget(name)
+			queue.Forget(name)
 		}
-		p.queue.Done(name)
+		queue.Done(name)
 	}
 }
 
 // purge deletes every object of a Terminating CRD through its partition and
 // reports whether there were any.
 func (p *CRDPurger) purge(ctx context.Context, name string) (bool, error) {
-	crd, err := p.lister(name)
+	crd, err := p.informer.Lister().Get(name)
 	if apierrors.IsNotFound(err) || (err == nil && crd.DeletionTimestamp == nil) {
 		return false, nil
 	}

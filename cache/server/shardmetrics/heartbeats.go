@@ -18,10 +18,6 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
-// HookName is the post-start hook that starts the heartbeat watcher behind
-// the per-shard gauges.
-const HookName = "kcp-cache-shard-metrics"
-
 // Per-shard gauges, from each shard's heartbeat (kcpcache.HeartbeatSpec): label
 // cardinality is the number of shards (times replicated types for objects),
 // fixed by the installation. A shard whose heartbeat is deleted loses its
@@ -39,11 +35,6 @@ var (
 		"Objects the shard found older than their copies (the shard went back in time) since its hook started.")
 	shardObjectsGauge = shardGauge("objects",
 		"Objects in the shard's partition by replicated resource, as the shard's last heartbeat reported them.", "resource")
-	epochInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "kcp_cache", Name: "epoch_info",
-		Help:           "1 for the cache's current epoch (see the Kcp-Cache-Epoch response header).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"epoch"})
 	registerShardMetrics sync.Once
 )
 
@@ -66,7 +57,6 @@ type shardMetrics struct {
 // Watcher keeps the per-shard gauges in line with the shards' heartbeats.
 type Watcher struct {
 	informer cache.SharedIndexInformer
-	epoch    func() string
 }
 
 // NewWatcher watches every shard's heartbeat through the loopback client
@@ -78,7 +68,7 @@ type Watcher struct {
 // confirmed.
 func NewWatcher(loopback *rest.Config, epoch func() string) (*Watcher, error) {
 	registerShardMetrics.Do(func() {
-		legacyregistry.MustRegister(shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge, shardObjectsGauge, epochInfo)
+		legacyregistry.MustRegister(shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge, shardObjectsGauge)
 	})
 	cfg, err := client.ScopedConfig(loopback, kcpcache.Wildcard, kcpcache.HeartbeatCluster)
 	if err != nil {
@@ -97,14 +87,12 @@ func NewWatcher(loopback *rest.Config, epoch func() string) (*Watcher, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return &Watcher{informer: informer, epoch: epoch}, nil
+	return &Watcher{informer: informer}, nil
 }
 
 // Run watches until ctx is done.
 func (w *Watcher) Run(ctx context.Context) {
-	epochInfo.Reset()
-	epochInfo.WithLabelValues(w.epoch()).Set(1)
-	klog.FromContext(ctx).V(2).Info("Watching shard heartbeats for the per-shard metrics")
+	klog.FromContext(ctx).WithName("shard-metrics").V(2).Info("Watching shard heartbeats for the per-shard metrics")
 	w.informer.RunWithContext(ctx)
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/replication"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
-	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest/standin"
 )
 
 // Shard is a running stand-in for a kcp shard.
@@ -40,14 +40,12 @@ func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hostCfg.StandIn.PathScoper = filters.ClusterPaths(shardName)
 	hostCfg.Extra.BootstrapCRDs = append(bootstrap.DefaultCRDs(), bootstrap.SchemalessCRD(apiBindingCRD()))
 
 	var mount *server.Mount
 	var mountedCfg *server.Config
 	if o.Cache.RunCacheServer {
 		mount = &server.Mount{}
-		hostCfg.StandIn.Mount = mount
 		if mountedCfg, err = newMountedCacheConfig(o, hostCfg); err != nil {
 			return nil, err
 		}
@@ -62,6 +60,7 @@ func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 	if s.host, err = hostCfg.Complete().New(ctx); err != nil {
 		return nil, err
 	}
+	standin.Serve(s.host, shardName, mount)
 	if mountedCfg != nil {
 		if s.mounted, err = mountedCfg.Complete().New(ctx); err != nil {
 			return nil, err
@@ -117,8 +116,8 @@ func newMountedCacheConfig(o CompletedOptions, hostCfg *server.Config) (*server.
 		cacheOpts.EmbeddedEtcd.Directory = dir
 		cacheOpts.EmbeddedEtcd.ClientPort, cacheOpts.EmbeddedEtcd.PeerPort = 0, 0
 	} else {
-		// NewConfig has filled in the shard's etcd, embedded or not.
-		cacheOpts.Etcd.StorageConfig.Transport = o.Server.Etcd.StorageConfig.Transport
+		// The shard's etcd, embedded or not.
+		cacheOpts.Etcd.StorageConfig.Transport = hostCfg.EtcdTransport()
 		cacheOpts.Etcd.StorageConfig.Prefix = o.Cache.CacheEtcdPrefix
 	}
 	completed, err := cacheOpts.Complete()

@@ -1,0 +1,36 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+)
+
+// etcdDialTimeout bounds how long a new etcd client waits for a connection.
+const etcdDialTimeout = 10 * time.Second
+
+// newEtcdClient reaches the etcd of t, with its client TLS if any: the one
+// client through which the server's own work (the epoch, data removal)
+// reads and writes etcd directly. The API server's storage has clients of
+// its own.
+func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
+	// Errors come back to the callers, which log them; the client's own
+	// zap logging would only repeat them outside the structured log.
+	cfg := clientv3.Config{Endpoints: t.ServerList, DialTimeout: etcdDialTimeout, Logger: zap.NewNop()}
+	if t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" {
+		tlsConfig, err := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd client TLS: %w", err)
+		}
+		cfg.TLS = tlsConfig
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return cli, nil
+}
