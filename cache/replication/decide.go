@@ -170,8 +170,8 @@ func desiredCopy(shard string, local *unstructured.Unstructured) *unstructured.U
 // is then ignored too.
 func sameContent(desired, cached *unstructured.Unstructured) bool {
 	ignoreGeneration := desired.GetGeneration() == 0
-	a := comparable(desired.Object, ignoreGeneration)
-	b := comparable(cached.Object, ignoreGeneration)
+	a := comparedContent(desired.Object, ignoreGeneration)
+	b := comparedContent(cached.Object, ignoreGeneration)
 	if reflect.DeepEqual(a, b) {
 		return true
 	}
@@ -183,11 +183,11 @@ func sameContent(desired, cached *unstructured.Unstructured) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-// comparable returns a view of obj without the ignored fields and without
+// comparedContent returns a view of obj without the ignored fields and without
 // empty metadata collections, which the server may drop. Only the maps on
 // the way to what is removed are copied; the rest is shared with obj and
 // must not be modified.
-func comparable(obj map[string]interface{}, ignoreGeneration bool) map[string]interface{} {
+func comparedContent(obj map[string]interface{}, ignoreGeneration bool) map[string]interface{} {
 	out := make(map[string]interface{}, len(obj))
 	for k, v := range obj {
 		out[k] = v

@@ -56,8 +56,8 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 				r.servePublished(w, req, p, info, delegate)
 				return
 			}
-			if sibling := r.identitySibling(gr); sibling != nil {
-				r.serveUnknownIdentity(w, req, sibling, info, gr)
+			if sibling := r.identityHashSibling(gr); sibling != nil {
+				r.serveUnknownIdentityHash(w, req, sibling, info, gr)
 				return
 			}
 			delegate.ServeHTTP(w, req)

@@ -17,12 +17,13 @@ import (
 // version into responses without touching the (possibly shared) object.
 type typing struct {
 	group, kind, listKind string
-	// storageVersion types objects that carry no apiVersion.
-	storageVersion string
+	// lastVersion, the last of the served versions, types objects that
+	// carry no apiVersion.
+	lastVersion string
 }
 
 func newTyping(r Resource) typing {
-	return typing{group: r.Group, kind: r.Kind, listKind: r.ListKind, storageVersion: r.Versions[len(r.Versions)-1]}
+	return typing{group: r.Group, kind: r.Kind, listKind: r.ListKind, lastVersion: r.Versions[len(r.Versions)-1]}
 }
 
 var (
@@ -58,7 +59,7 @@ func (t typing) ObjectKinds(obj runtime.Object) ([]schema.GroupVersionKind, bool
 	}
 	gvk := obj.GetObjectKind().GroupVersionKind()
 	if gvk.Version == "" || gvk.Group != t.group {
-		gvk = schema.GroupVersionKind{Group: t.group, Version: t.storageVersion}
+		gvk = schema.GroupVersionKind{Group: t.group, Version: t.lastVersion}
 	}
 	gvk.Kind = kind
 	return []schema.GroupVersionKind{gvk}, false, nil

@@ -2,7 +2,8 @@ package cache
 
 import "testing"
 
-func TestShardFromUser(t *testing.T) {
+// Only a valid shard name after the prefix makes a user a shard.
+func TestShardUsersNameValidShards(t *testing.T) {
 	for _, tt := range []struct {
 		user  string
 		shard string
@@ -23,7 +24,9 @@ func TestShardFromUser(t *testing.T) {
 	}
 }
 
-func TestIsReservedName(t *testing.T) {
+// Names starting with system:cache and the system partition's are the
+// cache's own.
+func TestReservedNamesAreTheCachesOwn(t *testing.T) {
 	for name, want := range map[string]bool{
 		SystemShard: true, SystemCluster: true, "system:cache": true, "system:cache:other": true, "system:cachex": true,
 		"root": false, "system:admin": false, "system:shard": false, "cache": false,

@@ -15,14 +15,15 @@ import (
 )
 
 // nowhere is a partition no request can name (shard names are lowercase),
-// so it never holds an object: reads of an unknown identity are served from
+// so it never holds an object: reads of an unknown identity hash are served from
 // a sibling type's storage scoped to it, which answers an empty list with a
 // real resourceVersion, and watches that stay open and see nothing.
 var nowhere = kcpcache.Scope{Shard: "-", Cluster: "-"}
 
-// identitySibling returns a served type of gr's group that has gr's resource
-// name, plain or with another identity, when gr is "<resource>:<identity>".
-func (r *Registry) identitySibling(gr schema.GroupResource) *served {
+// identityHashSibling returns a served type of gr's group that has gr's resource
+// name, plain or with another identity hash, when gr is
+// "<resource>:<identity hash>" (an APIExport's status.identityHash).
+func (r *Registry) identityHashSibling(gr schema.GroupResource) *served {
 	base, _, ok := strings.Cut(gr.Resource, ":")
 	if !ok || base == "" {
 		return nil
@@ -45,10 +46,10 @@ func (r *Registry) identitySibling(gr schema.GroupResource) *served {
 	return found
 }
 
-// serveUnknownIdentity answers a request for an identity of a known resource
+// serveUnknownIdentityHash answers a request for an identity hash of a known resource
 // that no cached APIExport or CachedResource declares, as kcp's cache does:
 // reads find nothing, and writes are refused until a declaration arrives.
-func (r *Registry) serveUnknownIdentity(w http.ResponseWriter, req *http.Request, sibling *served, info *request.RequestInfo, gr schema.GroupResource) {
+func (r *Registry) serveUnknownIdentityHash(w http.ResponseWriter, req *http.Request, sibling *served, info *request.RequestInfo, gr schema.GroupResource) {
 	scope, ok := sibling.scopes[info.APIVersion]
 	gv := schema.GroupVersion{Group: info.APIGroup, Version: info.APIVersion}
 	if !ok {
@@ -58,13 +59,13 @@ func (r *Registry) serveUnknownIdentity(w http.ResponseWriter, req *http.Request
 	switch info.Verb {
 	case "get", "list", "watch":
 	default:
-		base, identity, _ := strings.Cut(gr.Resource, ":")
+		base, identityHash, _ := strings.Cut(gr.Resource, ":")
 		err := &apierrors.StatusError{ErrStatus: metav1.Status{
 			Status: metav1.StatusFailure,
 			Code:   http.StatusNotFound,
 			Reason: metav1.StatusReasonNotFound,
-			Message: fmt.Sprintf("%s: no cached APIExport or CachedResource declares identity %q of %s, so nothing can be written under it",
-				gr, identity, schema.GroupResource{Group: gr.Group, Resource: base}),
+			Message: fmt.Sprintf("%s: no cached APIExport or CachedResource declares identity hash %q of %s, so nothing can be written under it",
+				gr, identityHash, schema.GroupResource{Group: gr.Group, Resource: base}),
 			Details: &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, Name: info.Name},
 		}}
 		responsewriters.ErrorNegotiated(err, scope.Serializer, gv, w, req)
