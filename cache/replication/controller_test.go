@@ -169,7 +169,10 @@ func TestDeletingAMissingCopySucceeds(t *testing.T) {
 	}
 }
 
-func TestSelection(t *testing.T) {
+// A local object is selected for replication unless it is in a system
+// cluster (unless asked for) or the filter rejects it; a missing one is
+// nothing to replicate, not an error.
+func TestSelectionSkipsSystemClustersAndFilteredObjects(t *testing.T) {
 	c := offlineController(t, "amber")
 	local := localExport()
 	c.resources[exportsGVR].source.Get = func(string, string, string) (runtime.Object, error) { return local, nil }

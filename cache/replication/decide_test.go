@@ -102,7 +102,8 @@ func withAnnotation(k, v string) func(*unstructured.Unstructured) {
 	}
 }
 
-func TestDecide(t *testing.T) {
+// What replication does for each state of a local object and its copy.
+func TestDecisionForEachStateOfObjectAndCopy(t *testing.T) {
 	deleting := func(finalizers ...string) func(*unstructured.Unstructured) {
 		return func(u *unstructured.Unstructured) {
 			_ = unstructured.SetNestedField(u.Object, "2026-02-02T00:00:00Z", "metadata", "deletionTimestamp")

@@ -23,10 +23,12 @@ import (
 
 var clusters = []string{"root", "org", "team"}
 
-// TestReplication runs every scenario against one cache server and one
-// server standing in for the shards; each scenario uses its own shard names,
-// so they share nothing but the servers.
-func TestReplication(t *testing.T) {
+// The controller mirrors each shard's objects into its partition and keeps
+// them there, through edits in the cache, outages and other shards. Every
+// scenario runs against one cache server and one server standing in for
+// the shards; each uses its own shard names, so they share nothing but the
+// servers.
+func TestControllerKeepsEachShardsCopiesInItsPartition(t *testing.T) {
 	h := newHarness(t)
 	t.Run("converges same names across clusters", func(t *testing.T) { testConverges(t, h) })
 	t.Run("repairs copies edited or deleted in the cache", func(t *testing.T) { testRepairs(t, h) })

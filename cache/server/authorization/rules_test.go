@@ -7,11 +7,14 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/component-base/metrics/testutil"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
-func TestRules(t *testing.T) {
+// Each identity gets what its rule allows, in each kind of partition, and a
+// denial names the rule.
+func TestEachIdentityGetsWhatItsRuleAllows(t *testing.T) {
 	var (
 		masters = &user.DefaultInfo{Name: "admin", Groups: []string{user.SystemPrivilegedGroup}}
 		amber   = &user.DefaultInfo{Name: kcpcache.ShardUser("amber")}
@@ -100,5 +103,35 @@ func TestDefaultDenyNamesItsRule(t *testing.T) {
 	d, reason, err := NewDefaultDeny().Authorize(context.Background(), authorizer.AttributesRecord{User: &user.DefaultInfo{Name: "x"}})
 	if err != nil || d != authorizer.DecisionDeny || !strings.Contains(reason, string(RuleDefaultDeny)) {
 		t.Fatalf("got %v %q %v", d, reason, err)
+	}
+}
+
+// A denial is counted once, under its rule and no other. Not parallel: the
+// counter is the process's, and no other test of this package may deny
+// meanwhile.
+func TestDenialsAreCountedByRule(t *testing.T) {
+	RegisterMetrics()
+	count := func(rule Rule) float64 {
+		t.Helper()
+		v, err := testutil.GetCounterMetricValue(denialsTotal.WithLabelValues(string(rule)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	ownBefore, readOnlyBefore := count(RuleOwnPartition), count(RuleReadOnly)
+	ctx := kcpcache.WithScope(context.Background(), kcpcache.Scope{Shard: "blue", Cluster: "org"})
+	attrs := authorizer.AttributesRecord{
+		User: &user.DefaultInfo{Name: kcpcache.ShardUser("amber")}, Verb: "create",
+		ResourceRequest: true, APIGroup: "apis.kcp.io", Resource: "apiexports",
+	}
+	if d, reason, _ := New().Authorize(ctx, attrs); d != authorizer.DecisionDeny {
+		t.Fatalf("amber creating in blue's partition: %v (%s), want a denial", d, reason)
+	}
+	if got := count(RuleOwnPartition) - ownBefore; got != 1 {
+		t.Errorf("%s counted %v times for one denial, want 1", RuleOwnPartition, got)
+	}
+	if got := count(RuleReadOnly) - readOnlyBefore; got != 0 {
+		t.Errorf("%s counted %v times, want 0: another rule denied", RuleReadOnly, got)
 	}
 }

@@ -62,7 +62,7 @@ func TestUnaggregatedDiscoveryListsCRDGroups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cachetest.Eventually(t, "condition", func(context.Context) error {
+		cachetest.Eventually(t, "the unaggregated /apis under "+scope[0]+"/"+scope[1]+" lists the widget group", func(context.Context) error {
 			req, _ := newRequest(context.Background(), "GET", cfg.Host+"/apis", nil)
 			req.Header.Set("Authorization", "Bearer "+cfg.BearerToken)
 			req.Header.Set("Accept", "application/json") // explicitly not aggregated
@@ -116,7 +116,7 @@ func TestRuntimeCRDDeletion(t *testing.T) {
 	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.example.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting an unused CRD: %v", err)
 	}
-	cachetest.Eventually(t, "condition", func(context.Context) error {
+	cachetest.Eventually(t, "the unused CRD is deleted", func(context.Context) error {
 		_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.dev", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -207,7 +207,7 @@ func TestExistingObjectsAreNeverReportedAbsentDuringAStart(t *testing.T) {
 	}()
 	srv.RestartServer(t)
 	// A few more answers from the ready server.
-	cachetest.Eventually(t, "condition", func(context.Context) error {
+	cachetest.Eventually(t, "the restarted server answers 200", func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if codes[http.StatusOK] < 5 {
@@ -241,7 +241,7 @@ func TestATypeRegisteredWithoutACRD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cachetest.Eventually(t, "condition", func(context.Context) error {
+	cachetest.Eventually(t, "a gadget can be created once the type is registered", func(context.Context) error {
 		_, err := c.Create(ctx, newObject(gadgets, "Gadget", "ns", "g1", map[string]interface{}{"x": "y"}), metav1.CreateOptions{})
 		return err
 	})
@@ -341,7 +341,7 @@ func TestRestartThatRemovesAStoredVersionIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	var body string
-	cachetest.Eventually(t, "condition", func(context.Context) error {
+	cachetest.Eventually(t, "the types check reports the declaration that removes a stored version", func(context.Context) error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.Config().Host+"/readyz/"+server.TypesReadyCheckName, nil)
 		resp, err := client.Do(req)
 		if err != nil {

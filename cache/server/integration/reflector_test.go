@@ -46,7 +46,7 @@ func TestDefaultWildcardReflectorHoldsSameNamedObjects(t *testing.T) {
 	go r.RunWithContext(rctx)
 
 	want := []string{"amber/root/same", "blue/root/same", "green/root/same"}
-	cachetest.Eventually(t, "condition", func(context.Context) error {
+	cachetest.Eventually(t, "the reflector holds the three same-named objects apart", func(context.Context) error {
 		if got := sortedCopy(store.ListKeys()); !reflect.DeepEqual(got, want) {
 			return errorf("reflector store = %v, want %v", got, want)
 		}

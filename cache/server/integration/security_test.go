@@ -262,8 +262,11 @@ func TestTokenFileIdentities(t *testing.T) {
 	}
 }
 
-// Denials are audited (who, what, where, which rule) and counted.
-func TestDenialsAreAuditedAndCounted(t *testing.T) {
+// Denials are audited (who, what, where, which rule), and /metrics serves
+// their counter by rule. How denials are counted is the authorization
+// package's test: the counter is the process's, and the tests running next
+// to this one deny by the same rules.
+func TestDenialsAreAuditedAndTheirCounterServed(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
@@ -311,7 +314,7 @@ func TestDenialsAreAuditedAndCounted(t *testing.T) {
 
 	rule := fmt.Sprintf("rule=%q", authorization.RuleOwnPartition)
 	if metricSum(t, srv, "kcp_cache_authorization_denials_total", rule) == 0 {
-		t.Errorf("/metrics counts no denial with %s", rule)
+		t.Errorf("/metrics serves no denial counter with %s, after this test's own denial", rule)
 	}
 }
 

@@ -99,19 +99,38 @@ func TestStorageEncodingOmitsResourceVersionAndRoundTrips(t *testing.T) {
 }
 
 func TestSplitHandlesAnyMemberOrder(t *testing.T) {
-	cases := map[string]string{
-		"metadata last":        `{"spec":{"a":1},"status":2,"kind":"Widget","apiVersion":"example.io/v1","metadata":{"name":"w"}}`,
-		"metadata in between":  `{"spec":{"a":1},"metadata":{"name":"w"},"status":2,"kind":"Widget","apiVersion":"example.io/v1"}`,
-		"whitespace":           "{ \"apiVersion\" : \"example.io/v1\" ,\n \"kind\":\"Widget\", \"metadata\" : {\"name\":\"w\"} , \"spec\" : {\"a\" : 1}, \"status\":2 }",
-		"escapes in strings":   `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"a":1},"status":2}`,
-		"null metadata absent": `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"a":1},"status":2}`,
-	}
 	want := `{"apiVersion":"example.io/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"a":1},"status":2}`
-	for name, in := range cases {
+	// Strings that hold what split looks for: quotes, braces, a key named
+	// metadata, backslashes and a unicode escape.
+	tricky := `{"apiVersion":"example.io/v1","kind":"Widget","spec":{"a":"}\"metadata\":{\"name\":\"x\"}","metadata":{"b":"\\"}},"metadata":{"name":"w","annotations":{"k":"{\"\u007d"}},"status":"\"kind\":\"Gadget\""}`
+	cases := map[string]struct{ in, want string }{
+		"metadata last":       {`{"spec":{"a":1},"status":2,"kind":"Widget","apiVersion":"example.io/v1","metadata":{"name":"w"}}`, want},
+		"metadata in between": {`{"spec":{"a":1},"metadata":{"name":"w"},"status":2,"kind":"Widget","apiVersion":"example.io/v1"}`, want},
+		"whitespace":          {"{ \"apiVersion\" : \"example.io/v1\" ,\n \"kind\":\"Widget\", \"metadata\" : {\"name\":\"w\"} , \"spec\" : {\"a\" : 1}, \"status\":2 }", want},
+		"escapes in strings":  {tricky, tricky},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			o := decodeStoredT(t, in)
-			sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}), want)
+			o := decodeStoredT(t, tc.in)
+			if o.GetName() != "w" || o.Kind != "Widget" {
+				t.Errorf("decoded name %q, kind %q; want w, Widget", o.GetName(), o.Kind)
+			}
+			sameJSON(t, encodeAs(t, o, schema.GroupVersion{Group: "example.io", Version: "v1"}), tc.want)
 		})
+	}
+}
+
+// "metadata": null is metadata that is absent, not an error.
+func TestNullMetadataIsAbsentMetadata(t *testing.T) {
+	gv := schema.GroupVersion{Group: "example.io", Version: "v1"}
+	null := decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","metadata":null,"spec":{"a":1}}`)
+	absent := decodeStoredT(t, `{"apiVersion":"example.io/v1","kind":"Widget","spec":{"a":1}}`)
+	if null.GetName() != "" || len(null.GetAnnotations()) != 0 {
+		t.Errorf("null metadata decoded as name %q, annotations %v", null.GetName(), null.GetAnnotations())
+	}
+	sameJSON(t, encodeAs(t, null, gv), encodeAs(t, absent, gv))
+	if strings.Contains(encodeAs(t, null, gv), `"metadata":null`) {
+		t.Errorf("null metadata encoded as null: %s", encodeAs(t, null, gv))
 	}
 }
 

@@ -39,4 +39,6 @@ func WithOriginMeta(ctx context.Context, m OriginMeta) context.Context {
 	return originMetaKey.With(ctx, m)
 }
 
-func originMetaFrom(ctx context.Context) (OriginMeta, bool) { return originMetaKey.From(ctx) }
+// OriginMetaFrom returns the origin metadata the request guard found in the
+// request body, if any.
+func OriginMetaFrom(ctx context.Context) (OriginMeta, bool) { return originMetaKey.From(ctx) }

@@ -24,7 +24,7 @@ import (
 // restoreOnCreate puts the origin's identity and field ownership back on a
 // copy being created.
 func restoreOnCreate(ctx context.Context, obj metav1.Object) {
-	m, ok := originMetaFrom(ctx)
+	m, ok := OriginMetaFrom(ctx)
 	if !ok {
 		return
 	}
@@ -45,7 +45,7 @@ func restoreOnCreate(ctx context.Context, obj metav1.Object) {
 // spec change on the copy never bumps it. Field ownership is the request's
 // when it sent any, otherwise the stored copy's (see above).
 func restoreOnUpdate(ctx context.Context, existing, updated metav1.Object) {
-	m, ok := originMetaFrom(ctx)
+	m, ok := OriginMetaFrom(ctx)
 	if ok && m.Generation > 0 {
 		updated.SetGeneration(m.Generation)
 	} else {

@@ -12,23 +12,23 @@ import (
 // in batches and reports the time against the same run's baseline: one
 // unbounded etcd range delete per type of the same keys.
 func BenchmarkPurgePartition(b *testing.B) {
-	c := startEtcdB(b)
+	c := StartEtcd(b)
 	types := []string{"apis.kcp.io/apiexports", "apis.kcp.io/apiresourceschemas"}
 	const perType = 10000
 	var batched, baseline time.Duration
 	for range b.N {
-		fillB(b, c, "gone", types, perType)
+		Fill(b, c, "gone", types, perType)
 		start := time.Now()
-		res, err := purgePartition(context.Background(), c, testPrefix, "gone", 0, DefaultBatchSize, nil)
+		res, err := purgePartition(context.Background(), c, KeyPrefix, "gone", 0, DefaultBatchSize, nil)
 		if err != nil || res.deleted != 2*perType {
 			b.Fatalf("purged %d, err %v", res.deleted, err)
 		}
 		batched += time.Since(start)
 
-		fillB(b, c, "gone", types, perType)
+		Fill(b, c, "gone", types, perType)
 		start = time.Now()
 		for _, tp := range types {
-			if _, err := c.Delete(context.Background(), testPrefix+"/"+tp+"/gone/", clientv3.WithPrefix()); err != nil {
+			if _, err := c.Delete(context.Background(), KeyPrefix+"/"+tp+"/gone/", clientv3.WithPrefix()); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -115,7 +115,7 @@ func TestShardServesItsAPIsAndTheCacheOnOnePort(t *testing.T) {
 		t.Fatal(err)
 	}
 	cache := scoped(t, alpha.Config, cacheScope("*", "*"))
-	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/payments") })
+	cachetest.Eventually(t, "the cache holds exactly alpha/root/payments", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/payments") })
 	local, err := own.Resource(shardserver.APIExports).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("listing the shard's own API: %v", err)
@@ -128,7 +128,7 @@ func TestShardServesItsAPIsAndTheCacheOnOnePort(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCode(ctx, alpha.Config, hook.StatusPath, http.StatusOK) })
+	cachetest.Eventually(t, "the hook reports healthy", func(context.Context) error { return expectCode(ctx, alpha.Config, hook.StatusPath, http.StatusOK) })
 }
 
 // Two shards push same-named objects into one cache (served in-process by
@@ -144,12 +144,12 @@ func TestTwoShardsPushToOneCache(t *testing.T) {
 		}
 	}
 	cache := scoped(t, alpha.Config, cacheScope("*", "*"))
-	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/same", "beta/root/same") })
+	cachetest.Eventually(t, "the cache holds exactly alpha/root/same, beta/root/same", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/same", "beta/root/same") })
 
 	if err := scoped(t, beta.Config, "/clusters/root").Resource(shardserver.APIExports).Delete(ctx, "same", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/same") })
+	cachetest.Eventually(t, "the cache holds exactly alpha/root/same", func(context.Context) error { return expectCopies(ctx, cache, "alpha/root/same") })
 }
 
 // A shard whose cache is down at start is ready (its own API works) and
@@ -169,7 +169,7 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 	if err := expectCode(ctx, beta.Config, "/readyz", http.StatusOK); err != nil {
 		t.Fatal(err)
 	}
-	cachetest.Eventually(t, "condition", func(context.Context) error {
+	cachetest.Eventually(t, "the hook reports the cache unreachable", func(context.Context) error {
 		reason, _, _ := beta.Shard.Hook().Status().Get()
 		if reason != hook.ReasonCacheUnreachable {
 			return fmt.Errorf("degraded reason %q, want %q", reason, hook.ReasonCacheUnreachable)
@@ -193,8 +193,8 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 
 	second := startCache(t, cacheRoot, port, nil)
 	cache := scoped(t, second.Config(), cacheScope("*", "*"))
-	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCopies(ctx, cache, "beta/root/a", "beta/root/b") })
-	cachetest.Eventually(t, "condition", func(context.Context) error { return expectCode(ctx, beta.Config, hook.StatusPath, http.StatusOK) })
+	cachetest.Eventually(t, "the cache holds exactly beta/root/a, beta/root/b", func(context.Context) error { return expectCopies(ctx, cache, "beta/root/a", "beta/root/b") })
+	cachetest.Eventually(t, "the hook reports healthy", func(context.Context) error { return expectCode(ctx, beta.Config, hook.StatusPath, http.StatusOK) })
 }
 
 // With the origin shard gone, another shard still resolves its exports
@@ -236,7 +236,7 @@ func TestFallbackLookupsSurviveTheOriginShard(t *testing.T) {
 		if _, err := bindings.Create(ctx, b, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		cachetest.Eventually(t, "condition", func(context.Context) error {
+		cachetest.Eventually(t, "binding "+name+" is bound to alpha's export from the cache", func(context.Context) error {
 			got, err := bindings.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
