@@ -7,7 +7,9 @@
 // server filters and storage keys share), and the context helpers that move
 // the scope from the HTTP layer to storage.
 //
-// No other package re-defines these names; import them from here. The
+// No other package re-defines these names; import them from here, always
+// as kcpcache (.ci/run checks it), so that a bare "cache" in this project is
+// only ever client-go's tools/cache. The
 // package depends on nothing but the standard library and kcp's
 // logicalcluster, so the shard-side packages (client, replication, hook,
 // options) can use it without the server.

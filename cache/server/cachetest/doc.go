@@ -2,7 +2,7 @@
 // one way this repository starts servers in-process: an embedded etcd (on
 // reserved loopback ports, without fsync unless asked) and a cache server
 // on a reserved loopback port, standalone or mounted in a host that stands
-// in for a kcp shard. Tests talk to it with client-go over loopback HTTPS,
+// in for a kcp shard (package standin makes it one, after New). Tests talk to it with client-go over loopback HTTPS,
 // exactly as shards do; nothing is mocked.
 //
 //	srv := cachetest.StartServer(t)                    // stopped by t.Cleanup; Run's error fails the test
