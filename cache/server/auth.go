@@ -5,6 +5,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authzpath "k8s.io/apiserver/pkg/authorization/path"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -41,18 +42,14 @@ func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, 
 	}
 	c.Authentication.Authenticator = authnunion.New(append(authenticators, authentication.AnonymousWhereAllowed(pathAuthorizer))...)
 	authorization.RegisterMetrics()
-	authorizers := []authzunion.NamedAuthorizer{
-		{AuthorizerName: "cache", Authorizer: authorization.New()},
-		{AuthorizerName: "health-paths", Authorizer: pathAuthorizer},
-	}
+	// Order matters: the cache's own rules first, then the health paths, then
+	// the host's authorizer (mounted), and a final deny with a reason.
+	authorizers := []authorizer.Authorizer{authorization.New(), pathAuthorizer}
 	if host != nil && host.Authorizer != nil {
-		authorizers = append(authorizers, authzunion.NamedAuthorizer{AuthorizerName: "host", Authorizer: host.Authorizer})
+		authorizers = append(authorizers, host.Authorizer)
 	}
-	authorizers = append(authorizers, authzunion.NamedAuthorizer{AuthorizerName: "default-deny", Authorizer: authorization.NewDefaultDeny()})
-	c.Authorization.Authorizer, err = authzunion.New(authorizers...)
-	if err != nil {
-		return fmt.Errorf("building the authorizer: %w", err)
-	}
+	authorizers = append(authorizers, authorization.NewDefaultDeny())
+	c.Authorization.Authorizer = authzunion.New(authorizers...)
 	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
 	return nil
 }

@@ -97,6 +97,6 @@ func (strategy) WarningsOnUpdate(context.Context, runtime.Object, runtime.Object
 
 func (strategy) Canonicalize(runtime.Object) {}
 
-func (strategy) AllowCreateOnUpdate(context.Context) bool { return false }
+func (strategy) AllowCreateOnUpdate() bool { return false }
 
-func (strategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+func (strategy) AllowUnconditionalUpdate() bool { return true }
