@@ -28,7 +28,8 @@ type handlerChain struct {
 // anything else reads the path) and the request guard (innermost: after
 // authentication, authorization and request info, so its refusals are
 // audited and counted). The data plane serves every declared type just
-// inside the guard.
+// inside the guard; its requests, the guard's refusals of them included, are
+// recorded in upstream's request metrics just outside it.
 func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config) http.Handler {
 	guard := filters.GuardConfig{
 		Codecs:              apiextensionsapiserver.Codecs,
@@ -36,6 +37,7 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 		CheckCRDDeletion:    removal.NewCRDDeletion(h.bootstrapped, gc.LoopbackClientConfig).Check,
 	}
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
+	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)
 	chain = filters.WithPartition(chain, apiextensionsapiserver.Codecs)
 	chain = filters.WithEpoch(chain, h.epoch)
