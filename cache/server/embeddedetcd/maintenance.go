@@ -27,6 +27,7 @@ func (s *Server) startMaintenance(ctx context.Context, cfg Config) {
 		minFree = DefaultDefragMinFreeBytes
 	}
 	registerMetrics()
+	quotaBytes.Set(float64(s.etcd.Config().QuotaBackendBytes))
 	ctx, cancel := context.WithCancel(ctx)
 	s.stopMaintenance, s.maintenanceDone = cancel, make(chan struct{})
 	go func() {
