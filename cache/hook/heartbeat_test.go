@@ -193,6 +193,7 @@ func TestHeartbeatAdvancesAndReportsThePartition(t *testing.T) {
 			`kcp_cache_shard_converged{shard="indigo"} 1`,
 			`kcp_cache_shard_confirmed{shard="indigo"} 1`,
 			`kcp_cache_shard_heartbeat_timestamp_seconds{shard="indigo"}`,
+			`kcp_cache_shard_heartbeat_lease_seconds{shard="indigo"} 1`,
 		} {
 			if !strings.Contains(metrics, line) {
 				return fmt.Errorf("no %s in /metrics", line)

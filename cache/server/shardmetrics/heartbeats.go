@@ -25,6 +25,8 @@ import (
 var (
 	shardHeartbeatGauge = shardGauge("heartbeat_timestamp_seconds",
 		"When the shard last renewed its heartbeat (its clock, Unix seconds); time() minus this is the age of its partition.")
+	shardLeaseGauge = shardGauge("heartbeat_lease_seconds",
+		"How long after its renewal the shard's heartbeat is current; an age beyond it means the heartbeat has expired.")
 	shardConvergedGauge = shardGauge("converged",
 		"1 when the shard's replication had caught up at its last heartbeat, else 0.")
 	shardConfirmedGauge = shardGauge("confirmed",
@@ -68,7 +70,7 @@ type Watcher struct {
 // confirmed.
 func NewWatcher(loopback *rest.Config, epoch func() string) (*Watcher, error) {
 	registerShardMetrics.Do(func() {
-		legacyregistry.MustRegister(shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge, shardObjectsGauge)
+		legacyregistry.MustRegister(shardHeartbeatGauge, shardLeaseGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge, shardObjectsGauge)
 	})
 	cfg, err := client.ScopedConfig(loopback, kcpcache.Wildcard, kcpcache.HeartbeatCluster)
 	if err != nil {
@@ -107,6 +109,7 @@ func (m *shardMetrics) set(obj interface{}) {
 	}
 	spec := hb.Spec
 	shardHeartbeatGauge.WithLabelValues(shard).Set(float64(spec.RenewTime.UnixMicro()) / 1e6)
+	shardLeaseGauge.WithLabelValues(shard).Set(float64(spec.LeaseDurationSeconds))
 	shardConvergedGauge.WithLabelValues(shard).Set(boolGauge(spec.Converged))
 	shardConfirmedGauge.WithLabelValues(shard).Set(boolGauge(spec.Epoch == m.epoch()))
 	shardPendingGauge.WithLabelValues(shard).Set(float64(spec.PendingKeys))
@@ -131,7 +134,7 @@ func (m *shardMetrics) delete(obj interface{}) {
 	if !ok {
 		return
 	}
-	for _, g := range []*metrics.GaugeVec{shardHeartbeatGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge} {
+	for _, g := range []*metrics.GaugeVec{shardHeartbeatGauge, shardLeaseGauge, shardConvergedGauge, shardConfirmedGauge, shardPendingGauge, shardRegressionsGauge} {
 		g.DeleteLabelValues(shard)
 	}
 	m.mu.Lock()
