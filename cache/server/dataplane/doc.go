@@ -19,4 +19,7 @@
 //   - readiness per type: until a type's storage serves, its requests get 503
 //     with Retry-After and a Status body, never a 404;
 //   - no two-second stall of creates after a CRD is Established.
+//
+// Since upstream's installer never sees these requests, WithRequestMetrics
+// records them in upstream's request metrics itself.
 package dataplane
