@@ -48,6 +48,8 @@ type Options struct {
 	EmbeddedEtcd *EmbeddedEtcdOptions
 	// Removal says when the data of shards and types that are gone is removed.
 	Removal *RemovalOptions
+	// Limits bound the requests and LISTs served at once.
+	Limits *LimitOptions
 
 	// BootstrapTypes names the types of the kcp profile (kcpcache.KcpTypes)
 	// served from the start, as "resource.group"; "*" is all of them, the
@@ -96,6 +98,7 @@ func NewOptions() *Options {
 		)),
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
 		Removal:        NewRemovalOptions(),
+		Limits:         NewLimitOptions(),
 		BootstrapTypes: []string{kcpcache.Wildcard},
 	}
 	o.SecureServing.BindPort = DefaultSecurePort
@@ -129,6 +132,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	markKcpCompatibilityFlags(fss.FlagSet("Etcd"))
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
 	o.Removal.AddFlags(fss.FlagSet("Data removal"))
+	o.Limits.AddFlags(fss.FlagSet("Limits"))
 	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
 		"Upstream feature gates to set, as key=value pairs. The cache server turns ListFromCacheSnapshot off by default (it keeps watch cache snapshots nobody reads from a cache).")
 }
@@ -181,6 +185,7 @@ func (o CompletedOptions) Validate() []error {
 	errs = append(errs, o.Authorization.Validate()...)
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.Removal.Validate()...)
+	errs = append(errs, o.Limits.Validate()...)
 	errs = append(errs, o.EmbeddedEtcd.ValidateStorage(!o.EmbeddedEtcd.Enabled)...)
 	if o.EmbeddedEtcd.Enabled {
 		// The embedded member is filled in as the server list later; the

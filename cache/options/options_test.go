@@ -1,6 +1,7 @@
 package options
 
 import (
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -77,6 +78,10 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		{[]string{"--embedded-etcd-listen-metrics-urls=127.0.0.1:2381"}, "--embedded-etcd-listen-metrics-urls"},
 		{[]string{"--embedded-etcd-quota-backend-bytes=-1"}, "--embedded-etcd-quota-backend-bytes"},
 		{[]string{"--embedded-etcd-wal-size-bytes=-1"}, "--embedded-etcd-wal-size-bytes"},
+		{[]string{"--max-requests-inflight=-1"}, "--max-requests-inflight"},
+		{[]string{"--max-mutating-requests-inflight=-1"}, "--max-mutating-requests-inflight"},
+		{[]string{"--max-list-objects-in-flight=-1"}, "--max-list-objects-in-flight"},
+		{[]string{"--list-wait-timeout=0"}, "--list-wait-timeout"},
 	} {
 		c := parse(t, append([]string{"--root-directory=" + t.TempDir()}, tt.args...)...)
 		errs := c.Validate()
@@ -121,5 +126,38 @@ func TestRemovalAndStorageFlagsReachOptions(t *testing.T) {
 	d := parse(t, "--root-directory="+t.TempDir())
 	if d.EmbeddedEtcd.Storage != StorageEtcd || d.Removal.ShardRetention != 24*time.Hour || d.Removal.TypeRetention != 24*time.Hour {
 		t.Errorf("defaults: storage %q, shard retention %s, type retention %s", d.EmbeddedEtcd.Storage, d.Removal.ShardRetention, d.Removal.TypeRetention)
+	}
+}
+
+func TestLimitFlagsReachOptions(t *testing.T) {
+	c := parse(t, "--root-directory="+t.TempDir(), "--max-requests-inflight=50", "--max-mutating-requests-inflight=0",
+		"--max-list-objects-in-flight=10", "--list-wait-timeout=2s", "--return-memory-after-lists=false")
+	want := LimitOptions{MaxRequestsInFlight: 50, MaxMutatingRequestsInFlight: 0, MaxListObjectsInFlight: 10, ListWaitTimeout: 2 * time.Second}
+	if *c.Limits != want {
+		t.Errorf("limit flags: got %+v, want %+v", *c.Limits, want)
+	}
+	if errs := c.Validate(); len(errs) != 0 {
+		t.Errorf("valid flags reported %v", errs)
+	}
+	// Without a budget, the wait has nothing to bound.
+	if errs := parse(t, "--root-directory="+t.TempDir(), "--max-list-objects-in-flight=0", "--list-wait-timeout=0").Validate(); len(errs) != 0 {
+		t.Errorf("no budget and no wait reported %v", errs)
+	}
+	d := parse(t, "--root-directory="+t.TempDir())
+	if *d.Limits != *NewLimitOptions() || d.Limits.MaxListObjectsInFlight != DefaultMaxListObjectsInFlight || !d.Limits.ReturnMemoryAfterLists {
+		t.Errorf("defaults: %+v", *d.Limits)
+	}
+	for _, bad := range []string{"--max-requests-inflight=many", "--list-wait-timeout=30", "--max-list-objects-in-flight=1.5"} {
+		o := NewOptions()
+		var fss cliflag.NamedFlagSets
+		o.AddFlags(&fss)
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		for _, s := range fss.FlagSets {
+			fs.AddFlagSet(s)
+		}
+		if err := fs.Parse([]string{bad}); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
 	}
 }
