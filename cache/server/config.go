@@ -29,6 +29,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
+	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
@@ -71,6 +72,10 @@ type ExtraConfig struct {
 	// --synthetic-delay, for tests of slow caches); NewConfig takes it from
 	// the options.
 	SyntheticDelay time.Duration
+
+	// Lists bound the LISTs of cached types served at once (the LIST
+	// budget); NewConfig takes them from the options.
+	Lists dataplane.ListLimits
 }
 
 // derivedConfig is what NewConfig derives from the options: files it wrote
@@ -244,6 +249,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
 		return nil, err
 	}
+	// Upstream's max-in-flight filter: API Priority and Fairness would need
+	// the flowcontrol API served, which this server does not serve.
+	generic.MaxRequestsInFlight = opts.Limits.MaxRequestsInFlight
+	generic.MaxMutatingRequestsInFlight = opts.Limits.MaxMutatingRequestsInFlight
+	generic.FlowControl = nil
 	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -274,6 +284,11 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				CheckInterval:  opts.Removal.CheckInterval,
 			},
 			SyntheticDelay: opts.SyntheticDelay,
+			Lists: dataplane.ListLimits{
+				MaxObjectsInFlight: opts.Limits.MaxListObjectsInFlight,
+				WaitTimeout:        opts.Limits.ListWaitTimeout,
+				ReturnMemory:       opts.Limits.ReturnMemoryAfterLists,
+			},
 		},
 		derived: derived,
 	}

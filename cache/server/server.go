@@ -104,6 +104,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		Admission:           generic.AdmissionControl,
 		MaxRequestBodyBytes: maxObjectRequestBytes(generic.MaxRequestBodyBytes),
 		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
+		Lists:               c.extra.Lists,
 	})
 	generic.BuildHandlerChainFunc = handlerChain{plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay}.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())

@@ -77,17 +77,17 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 			unavailable(w, req, gv, gr, fmt.Sprintf("the storage of %s is initializing: %v", gr, err))
 			return
 		}
-		serve(s, scope, info, r.cfg).ServeHTTP(w, req)
+		r.serve(s, scope, info).ServeHTTP(w, req)
 	})
 }
 
-func serve(s *served, scope *handlers.RequestScope, info *request.RequestInfo, cfg Config) http.Handler {
-	store := s.store
+func (r *Registry) serve(s *served, scope *handlers.RequestScope, info *request.RequestInfo) http.Handler {
+	store, cfg := s.store, r.cfg
 	switch info.Verb {
 	case "get":
 		return handlers.GetResource(store, scope)
 	case "list":
-		return handlers.ListResource(store, store, scope, false, cfg.MinRequestTimeout)
+		return r.listHandler(store, scope)
 	case "watch":
 		return handlers.ListResource(store, store, scope, true, cfg.MinRequestTimeout)
 	case "create":

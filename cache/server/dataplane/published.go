@@ -117,7 +117,7 @@ func (r *Registry) servePublished(w http.ResponseWriter, req *http.Request, p *p
 	case "get":
 		handlers.GetResource(publishedGetter{registry: r, pub: p.pub}, scope).ServeHTTP(w, req)
 	case "list":
-		handlers.ListResource(p.store, p.store, scope, false, r.cfg.MinRequestTimeout).ServeHTTP(w, req)
+		r.listHandler(p.store, scope).ServeHTTP(w, req)
 	case "watch":
 		handlers.ListResource(p.store, p.store, scope, true, r.cfg.MinRequestTimeout).ServeHTTP(w, req)
 	default:

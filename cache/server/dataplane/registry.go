@@ -30,12 +30,18 @@ type Config struct {
 	MaxRequestBodyBytes int64
 	// MinRequestTimeout is the shortest watch timeout handed out.
 	MinRequestTimeout time.Duration
+	// Lists bound the LISTs served at once.
+	Lists ListLimits
 }
 
 // Registry is the set of served types. It is safe for concurrent use; types
 // come and go while requests are served.
 type Registry struct {
 	cfg Config
+	// lists is the LIST budget; counts the object counts it estimates
+	// LISTs by.
+	lists  *listBudget
+	counts *objectCounts
 
 	mu     sync.RWMutex
 	served map[schema.GroupResource]*served
@@ -70,7 +76,7 @@ var errShuttingDown = errors.New("the cache server is shutting down")
 
 // NewRegistry returns an empty registry.
 func NewRegistry(cfg Config) *Registry {
-	return &Registry{cfg: cfg, served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
+	return &Registry{cfg: cfg, lists: newListBudget(cfg.Lists), counts: newObjectCounts(), served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
 }
 
 // Pin registers a type that is served for the registry's whole life, such

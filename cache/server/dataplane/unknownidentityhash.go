@@ -76,5 +76,5 @@ func (r *Registry) serveUnknownIdentityHash(w http.ResponseWriter, req *http.Req
 		return
 	}
 	req = req.WithContext(kcpcache.WithScope(req.Context(), nowhere))
-	serve(sibling, scope, info, r.cfg).ServeHTTP(w, req)
+	r.serve(sibling, scope, info).ServeHTTP(w, req)
 }
