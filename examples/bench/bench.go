@@ -122,6 +122,7 @@ func (b *bench) runPhases(ctx context.Context) error {
 		{"watch", b.watchFanOut},
 		{"create", b.createThroughput},
 		{"churn", b.churn},
+		{"storm", b.listStorm},
 	}
 	for _, s := range steps {
 		if s.name == "churn" && b.cfg.churnObjects == 0 || !b.cfg.phases[s.name] {

@@ -58,11 +58,24 @@ type config struct {
 	seed            int64
 	serverLogs      bool
 	managedFields   bool
+	// The storm phase's sizes (see listStorm).
+	stormObjects  int
+	stormLists    int
+	stormDuration time.Duration
+	stormGetsFor  time.Duration
+	stormAfter    time.Duration
+	// serverFlags are cache server flags (--name=value) for the server
+	// under test.
+	serverFlags []string
 	// phases are the phases to run; get, scoped and watch need load's data.
 	phases map[string]bool
 }
 
-var phases = []string{"load", "get", "scoped", "watch", "create", "churn"}
+var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm"}
+
+// defaultPhases leave the storm out: it takes minutes of its own (mostly
+// waiting for memory to come back) and is run alone, -phases storm.
+var defaultPhases = phases[:len(phases)-1]
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -92,7 +105,16 @@ func parseFlags(args []string) (config, error) {
 	fs.Int64Var(&c.seed, "seed", 1, "seed of the random GET order")
 	fs.BoolVar(&c.serverLogs, "server-logs", false, "show the server's info logs on stderr (default: errors only)")
 	fs.BoolVar(&c.managedFields, "managed-fields", false, "give every object the managedFields a kcp shard records for it (two entries, about 1.2 KB), as kcp's copies carry them")
-	phaseList := fs.String("phases", strings.Join(phases, ","), "comma-separated phases to run, of "+strings.Join(phases, ", ")+" (get, scoped and watch need load)")
+	fs.IntVar(&c.stormObjects, "storm-objects", 5000, "objects the storm phase loads when it runs without load (with load, it lists load's -objects)")
+	fs.IntVar(&c.stormLists, "storm-lists", 200, "concurrent clients running consistent */* LISTs back to back in the storm phase")
+	fs.DurationVar(&c.stormDuration, "storm-duration", 20*time.Second, "how long the storm runs (and GETs are measured during it)")
+	fs.DurationVar(&c.stormGetsFor, "storm-gets-for", 5*time.Second, "how long GETs are measured alone before the storm")
+	fs.DurationVar(&c.stormAfter, "storm-after", time.Minute, "how long after the storm the RSS is measured again")
+	fs.Func("server-flag", "a flag of the cache server under test, as --name=value (repeatable), e.g. -server-flag=--max-list-objects-in-flight=0", func(v string) error {
+		c.serverFlags = append(c.serverFlags, v)
+		return nil
+	})
+	phaseList := fs.String("phases", strings.Join(defaultPhases, ","), "comma-separated phases to run, of "+strings.Join(phases, ", ")+" (get, scoped and watch need load)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.Var(klogFlags.Lookup("v").Value, "v", "server log verbosity (with -server-logs)")
@@ -136,6 +158,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-creates must be at least 8; -gets, -list-reps, -watchers, -rate and -duration must be positive")
 	case c.loadConcurrency < 1:
 		return c, fmt.Errorf("-load-concurrency must be positive")
+	case c.stormObjects < 100 || c.stormLists < 1 || c.stormDuration <= 0 || c.stormGetsFor <= 0 || c.stormAfter < 0:
+		return c, fmt.Errorf("-storm-objects must be at least 100, -storm-lists, -storm-duration and -storm-gets-for positive, -storm-after not negative")
 	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phaseList, ",") {
@@ -212,7 +236,7 @@ func run(cfg config) int {
 
 	progress("starting the cache server (embedded etcd with fsync) under %s", root)
 	started := time.Now()
-	srv, err := startServer(ctx, root)
+	srv, err := startServer(ctx, root, cfg.serverFlags)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -265,6 +289,7 @@ func newReport(cfg config) *report {
 			"watchers": cfg.watchers, "watch_shared_conn": cfg.watchSharedConn,
 			"rate_per_s": cfg.rate, "duration": cfg.duration.String(), "quick": cfg.quick,
 			"managed_fields": cfg.managedFields, "phases": phaseNames(cfg.phases),
+			"server_flags": cfg.serverFlags,
 		},
 		Environment: map[string]interface{}{
 			"go":                 runtime.Version(),

@@ -2,10 +2,15 @@ package main
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/rest"
 
+	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	inprocess "github.com/kcp-cache/kcp-cache/examples/internal/run"
 )
@@ -21,12 +26,42 @@ type benchServer struct {
 	server     *cachetest.Server
 }
 
-func startServer(ctx context.Context, rootDir string) (*benchServer, error) {
-	srv, err := inprocess.Cache(ctx, rootDir, 0, nil)
+func startServer(ctx context.Context, rootDir string, flags []string) (*benchServer, error) {
+	// The flags are parsed here already, so that a bad one fails before
+	// the server starts.
+	if err := applyServerFlags(options.NewOptions(), flags); err != nil {
+		return nil, err
+	}
+	srv, err := inprocess.Cache(ctx, rootDir, 0, func(o *options.Options) {
+		// Checked above. They apply over the fixture's settings: flags of
+		// ports or directories would move what the bench expects.
+		_ = applyServerFlags(o, flags)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return &benchServer{admin: srv.Config(), etcd: srv.EtcdClient(), etcdPrefix: srv.EtcdPrefix(), server: srv}, nil
+}
+
+// applyServerFlags sets the cache server flags args (--name=value) on o,
+// as the cache server's command line would.
+func applyServerFlags(o *options.Options, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	var fss cliflag.NamedFlagSets
+	o.AddFlags(&fss)
+	fs := pflag.NewFlagSet("server", pflag.ContinueOnError)
+	for _, s := range fss.FlagSets {
+		fs.AddFlagSet(s)
+	}
+	if err := fs.Parse(args); err != nil {
+		return fmt.Errorf("-server-flag: %w", err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("-server-flag: not a flag: %v", fs.Args())
+	}
+	return nil
 }
 
 // stop shuts the server and its etcd down; bounded.

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// listStorm measures fairness and memory under a storm of large LISTs, the
+// case of issue 20: GETs of single objects alone, then the same GETs while
+// -storm-lists clients run consistent "*/*" LISTs of the whole data set back
+// to back; the process's RSS before, at its peak and -storm-after later; and
+// the LISTs' throughput against one LIST at a time alone.
+//
+// Every client has a connection of its own, as separate shards and
+// controllers do: on one shared HTTP/2 connection a GET's response would
+// queue behind the LISTs' bodies in the client's own flow control, which
+// says nothing about the server. Bodies are read as bytes (gzip, as
+// client-go asks for it), so that client decoding does not compete with the
+// server for CPU more than reading does.
+func (b *bench) listStorm(ctx context.Context) error {
+	n := b.cfg.objects
+	if !b.cfg.phases["load"] {
+		n = b.cfg.stormObjects
+		progress("loading %d objects for the storm", n)
+		if _, err := b.create(ctx, "export", 0, n, b.cfg.loadConcurrency); err != nil {
+			return err
+		}
+	}
+	listURL := b.srv.admin.Host + kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource)
+	getURL := func(i int) string {
+		return b.srv.admin.Host + kcpcache.ScopedPath(b.l.scopeOf(i), "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource+"/"+objectName("export", i))
+	}
+	getter, err := b.ownConnection()
+	if err != nil {
+		return err
+	}
+
+	// One LIST at a time, alone: the throughput a storm is compared with.
+	var alone []time.Duration
+	bodyBytes := 0
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		got, _, err := readStatus(ctx, getter, listURL)
+		if err != nil {
+			return err
+		}
+		alone = append(alone, time.Since(start))
+		bodyBytes = got
+	}
+	aloneList := summarize(alone)
+
+	progress("GETs alone for %s", b.cfg.stormGetsFor)
+	baseline, err := b.getLoop(ctx, getter, getURL, n, b.cfg.stormGetsFor)
+	if err != nil {
+		return err
+	}
+
+	before := readMemory()
+	peak := newPeakMemory(before)
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		peak.sample(sampleCtx, 100*time.Millisecond)
+	}()
+
+	progress("storm: %d concurrent */* LISTs of %d objects for %s, GETs meanwhile", b.cfg.stormLists, n, b.cfg.stormDuration)
+	stormCtx, stopStorm := context.WithCancel(ctx)
+	var lists, tooMany atomic.Int64
+	var listErr error
+	var errOnce sync.Once
+	var wg sync.WaitGroup
+	listers := make([]*http.Client, b.cfg.stormLists)
+	for i := range listers {
+		if listers[i], err = b.ownConnection(); err != nil {
+			stopStorm()
+			stopSampling()
+			return err
+		}
+	}
+	stormStart := time.Now()
+	for _, h := range listers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer h.CloseIdleConnections()
+			for stormCtx.Err() == nil {
+				_, retryAfter, err := readStatus(stormCtx, h, listURL)
+				var tm *tooManyRequests
+				switch {
+				case err == nil:
+					lists.Add(1)
+				case errors.As(err, &tm):
+					tooMany.Add(1)
+					select {
+					case <-stormCtx.Done():
+					case <-time.After(retryAfter):
+					}
+				case stormCtx.Err() != nil:
+				default:
+					errOnce.Do(func() { listErr = err })
+					return
+				}
+			}
+		}()
+	}
+	during, getErr := b.getLoop(ctx, getter, getURL, n, b.cfg.stormDuration)
+	stormTime := time.Since(stormStart)
+	stopStorm()
+	wg.Wait()
+	stormEnd := readMemory()
+	if getErr != nil {
+		stopSampling()
+		return getErr
+	}
+	if listErr != nil {
+		stopSampling()
+		return fmt.Errorf("a storm LIST failed: %w", listErr)
+	}
+
+	progress("storm over (%d LISTs, %d answered 429); waiting %s for memory to come back", lists.Load(), tooMany.Load(), b.cfg.stormAfter)
+	select {
+	case <-ctx.Done():
+	case <-time.After(b.cfg.stormAfter):
+	}
+	stopSampling()
+	<-sampled
+	after := readMemory()
+	high := peak.get()
+
+	limit := 100 * time.Millisecond
+	b.rep.add(&row{
+		ID: "9a", Metric: fmt.Sprintf("GET p99 during %d concurrent */* LISTs of %d objects", b.cfg.stormLists, n),
+		Cache: p50p99(during), Baseline: p50p99(baseline) + " alone",
+		CacheValue: during.P99.Seconds(), BaselineValue: baseline.P99.Seconds(), Unit: "s",
+		Ratio:        ratio(float64(during.P99), float64(baseline.P99)),
+		RatioMeaning: fmt.Sprintf("p99 of a consistent GET of one object during the storm ÷ p99 alone, just before (%d vs %d GETs, max %s vs %s); each client on its own connection", during.N, baseline.N, ms(during.Max), ms(baseline.Max)),
+		Target:       &target{Text: "p99 ≤ 100 ms", AtMost: true, Bound: limit.Seconds()}, TargetOnValue: true,
+		Details: map[string]interface{}{"during": during, "alone": baseline},
+	})
+	b.rep.add(&row{
+		ID: "9b", Metric: "  RSS at the storm's peak",
+		Cache: mib(high.rss), Baseline: mib(before.rss) + " before",
+		CacheValue: float64(high.rss), BaselineValue: float64(before.rss), Unit: "bytes",
+		Ratio:        ratio(float64(high.rss), float64(before.rss)),
+		RatioMeaning: fmt.Sprintf("peak VmRSS of the whole process (server, embedded etcd, the storm's clients), sampled every 100 ms, ÷ VmRSS just before; live heap objects %s before, %s at the peak", mib(before.heap), mib(high.heap)),
+		Target:       &target{Text: "≤ 2×", AtMost: true, Bound: 2},
+		Details:      map[string]interface{}{"before": before, "peak": high, "storm_end": stormEnd},
+	})
+	b.rep.add(&row{
+		ID: "9c", Metric: fmt.Sprintf("  RSS %s after the storm", b.cfg.stormAfter),
+		Cache: mib(after.rss), Baseline: mib(before.rss) + " before",
+		CacheValue: float64(after.rss), BaselineValue: float64(before.rss), Unit: "bytes",
+		Ratio:        ratio(float64(after.rss), float64(before.rss)),
+		RatioMeaning: fmt.Sprintf("VmRSS %s after the last LIST ended ÷ before (at the storm's end %s); live heap objects %s", b.cfg.stormAfter, mib(stormEnd.rss), mib(after.heap)),
+		Details:      map[string]interface{}{"after": after},
+	})
+	throughput := perSecond(int(lists.Load()), stormTime)
+	aloneRate := 1 / aloneList.P50.Seconds()
+	b.rep.add(&row{
+		ID: "9d", Metric: "  LIST throughput during the storm",
+		Cache: fmt.Sprintf("%.1f LISTs/s", throughput), Baseline: fmt.Sprintf("%.1f LISTs/s one at a time", aloneRate),
+		CacheValue: throughput, BaselineValue: aloneRate, Unit: "lists/s",
+		Ratio:        ratio(throughput, aloneRate),
+		RatioMeaning: fmt.Sprintf("completed */* LISTs per second of the storm (%d in %s, %.0f MB/s of JSON; %d answered 429 and retried after Retry-After) ÷ one LIST at a time alone (p50 %s, %.1f MB)", lists.Load(), stormTime.Round(time.Millisecond), throughput*float64(bodyBytes)/1e6, tooMany.Load(), ms(aloneList.P50), float64(bodyBytes)/1e6),
+		Details:      map[string]interface{}{"lists": lists.Load(), "too_many_requests": tooMany.Load(), "alone": aloneList, "body_bytes": bodyBytes},
+	})
+	return nil
+}
+
+// getLoop GETs random objects of the data set one after another for d and
+// returns their latencies.
+func (b *bench) getLoop(ctx context.Context, h *http.Client, url func(int) string, n int, d time.Duration) (summary, error) {
+	var samples []time.Duration
+	deadline := time.Now().Add(d)
+	for i := 0; time.Now().Before(deadline); i++ {
+		idx := (i * 7919) % n
+		start := time.Now()
+		if _, _, err := readStatus(ctx, h, url(idx)); err != nil {
+			return summary{}, fmt.Errorf("GET during the storm: %w", err)
+		}
+		samples = append(samples, time.Since(start))
+	}
+	return summarize(samples), nil
+}
+
+// ownConnection is an admin HTTP client with a connection of its own:
+// client-go shares one transport among equal configurations, but never one
+// with a custom dialer.
+func (b *bench) ownConnection() (*http.Client, error) {
+	cfg := rest.CopyConfig(b.srv.admin)
+	cfg.Dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+	return rest.HTTPClientFor(cfg)
+}
+
+// tooManyRequests is a 429 answer.
+type tooManyRequests struct{ retryAfter time.Duration }
+
+func (e *tooManyRequests) Error() string {
+	return fmt.Sprintf("429 Too Many Requests, retry after %s", e.retryAfter)
+}
+
+// readStatus GETs url and reads the body; it returns the body's size, and a
+// *tooManyRequests error for a 429.
+func readStatus(ctx context.Context, h *http.Client, url string) (int, time.Duration, error) {
+	req, err := newGet(ctx, url)
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Accept", "application/json")
+	resp, err := h.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return int(n), 0, nil
+	case http.StatusTooManyRequests:
+		wait := time.Second
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		return 0, wait, &tooManyRequests{retryAfter: wait}
+	}
+	return 0, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+}
+
+// memoryNow is the process's resident memory and live heap objects.
+type memoryNow struct {
+	rss  uint64
+	heap uint64
+}
+
+func (m memoryNow) MarshalJSON() ([]byte, error) {
+	return []byte(fmt.Sprintf(`{"vm_rss_bytes":%d,"heap_objects_bytes":%d}`, m.rss, m.heap)), nil
+}
+
+// readMemory reads VmRSS and the heap without stopping the world (unlike
+// runtime.ReadMemStats), so that sampling does not slow what it measures.
+func readMemory() memoryNow {
+	var m memoryNow
+	if status, err := os.ReadFile("/proc/self/status"); err == nil {
+		m.rss = parseProcStatus(status)["VmRSS"]
+	}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		m.heap = s[0].Value.Uint64()
+	}
+	return m
+}
+
+// peakMemory keeps the highest RSS and heap sampled.
+type peakMemory struct {
+	mu   sync.Mutex
+	high memoryNow
+}
+
+func newPeakMemory(start memoryNow) *peakMemory { return &peakMemory{high: start} }
+
+func (p *peakMemory) sample(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		m := readMemory()
+		p.mu.Lock()
+		p.high.rss, p.high.heap = max(p.high.rss, m.rss), max(p.high.heap, m.heap)
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *peakMemory) get() memoryNow {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.high
+}
