@@ -91,11 +91,17 @@ func (r *Registry) serve(s *served, scope *handlers.RequestScope, info *request.
 	case "watch":
 		return handlers.ListResource(store, store, scope, true, cfg.MinRequestTimeout)
 	case "create":
-		return handlers.CreateResource(store, scope, cfg.Admission)
+		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
+			return handlers.CreateResource(store, scope, cfg.Admission)
+		})
 	case "update":
-		return handlers.UpdateResource(store, scope, cfg.Admission)
+		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
+			return handlers.UpdateResource(store, scope, cfg.Admission)
+		})
 	case "patch":
-		return handlers.PatchResource(store, scope, cfg.Admission, patchTypes)
+		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
+			return handlers.PatchResource(store, scope, cfg.Admission, patchTypes)
+		})
 	case "delete":
 		return handlers.DeleteResource(store, true, scope, cfg.Admission)
 	case "deletecollection":

@@ -42,6 +42,8 @@ type Registry struct {
 	// LISTs by.
 	lists  *listBudget
 	counts *objectCounts
+	// copyScopes are the request scopes of writes of copies.
+	copyScopes copyScopes
 
 	mu     sync.RWMutex
 	served map[schema.GroupResource]*served

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // A copy's field ownership (metadata.managedFields) is its origin's: the
@@ -70,4 +72,17 @@ func forgetFinalizers(obj metav1.Object) {
 	obj.SetFinalizers(nil)
 	obj.SetDeletionTimestamp(nil)
 	obj.SetDeletionGracePeriodSeconds(nil)
+}
+
+// OwnershipFromOrigin reports whether storage gives the write in ctx its
+// origin's field ownership (see restoreOnCreate and restoreOnUpdate): a
+// write with an origin body into a shard's partition. Upstream's field
+// manager's record of such a write would be thrown away, so the data plane
+// does not compute it.
+func OwnershipFromOrigin(ctx context.Context) bool {
+	if _, ok := OriginMetaFrom(ctx); !ok {
+		return false
+	}
+	sc, ok := kcpcache.ScopeFrom(ctx)
+	return ok && !sc.IsSystem()
 }
