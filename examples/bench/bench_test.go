@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/managedfields"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/options"
 )
 
 func ms2d(v ...int) []time.Duration {
@@ -272,8 +273,11 @@ func TestPhasesFlag(t *testing.T) {
 	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
 		t.Errorf("phases = %v, want load and churn", c.phases)
 	}
-	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases) {
-		t.Errorf("default phases = %v (%v), want all of %v", all.phases, err, phases)
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-1 || all.phases["storm"] {
+		t.Errorf("default phases = %v (%v), want all of %v but storm", all.phases, err, phases)
+	}
+	if storm, err := parseFlags([]string{"-phases", "storm"}); err != nil || !storm.phases["storm"] {
+		t.Errorf("-phases storm = %v (%v)", storm.phases, err)
 	}
 	for _, bad := range []string{"load,nope", "get", "watch,create"} {
 		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
@@ -305,5 +309,26 @@ func TestOwnedAPIExportManagedFields(t *testing.T) {
 	}
 	if strings.Contains(user, `"f:identity"`) || !strings.Contains(kcp, `"f:secretRef"`) || strings.Contains(kcp, `"f:description"`) {
 		t.Errorf("identity must be kcp's alone: user %s, kcp %s", user, kcp)
+	}
+}
+
+func TestStormAndServerFlags(t *testing.T) {
+	for _, bad := range [][]string{{"-storm-lists", "0"}, {"-storm-objects", "10"}, {"-storm-duration", "0s"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+	c, err := parseFlags([]string{"-server-flag=--max-list-objects-in-flight=7", "-server-flag=--list-wait-timeout=3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := options.NewOptions()
+	if err := applyServerFlags(o, c.serverFlags); err != nil || o.Limits.MaxListObjectsInFlight != 7 || o.Limits.ListWaitTimeout != 3*time.Second {
+		t.Errorf("server flags %v: %v, limits %+v", c.serverFlags, err, *o.Limits)
+	}
+	for _, bad := range []string{"--max-list-objects-in-flight=many", "--no-such-flag", "positional"} {
+		if err := applyServerFlags(options.NewOptions(), []string{bad}); err == nil {
+			t.Errorf("server flag %q was accepted", bad)
+		}
 	}
 }
