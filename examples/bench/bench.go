@@ -21,6 +21,9 @@ import (
 // rawPrefix keeps the raw-etcd baseline's keys apart from the cache's.
 const rawPrefix = "/bench-raw"
 
+// rawTxnPrefix keeps the raw create transactions' keys apart from both.
+const rawTxnPrefix = "/bench-raw-txn"
+
 var (
 	everything = kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}
 	warmup     = kcpcache.Scope{Shard: "warmup", Cluster: "warmup"}
