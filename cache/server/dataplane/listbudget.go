@@ -79,15 +79,22 @@ func newListBudget(limits ListLimits) *listBudget {
 // larger than the whole budget runs alone instead of never.
 func (b *listBudget) capacity() int { return b.limits.MaxObjectsInFlight }
 
+// smallList is the share of the budget a LIST may take without waiting
+// in line: a LIST of a few objects (an empty type's, an informer's of a
+// small one) costs next to nothing and should not queue behind large ones
+// for up to the wait timeout.
+func (b *listBudget) smallList() int { return b.capacity() / 100 }
+
 // acquire reserves n objects (at most the budget), waiting in line up to
-// the wait timeout; after it, or when ctx ends, it answers 429.
+// the wait timeout; after it, or when ctx ends, it answers 429. Small LISTs
+// never wait.
 func (b *listBudget) acquire(ctx context.Context, n int) (int, error) {
 	if b.capacity() <= 0 {
 		return 0, nil
 	}
 	n = min(max(n, 0), b.capacity())
 	b.mu.Lock()
-	if b.waiters.Len() == 0 && b.used+n <= b.capacity() {
+	if n <= b.smallList() || b.waiters.Len() == 0 && b.used+n <= b.capacity() {
 		b.used += n
 		b.mu.Unlock()
 		return n, nil

@@ -56,9 +56,9 @@ func (l budgetedLister) List(ctx context.Context, opts *metainternalversion.List
 }
 
 // estimate is an upper bound of the LIST's size: the type's object count
-// in every partition, or the limit. A type whose storage cannot count
-// (families of identities, read from etcd) reserves the whole budget: the
-// reservation shrinks to the real size as soon as the objects are read.
+// in every partition, or the limit. When the storage cannot count, the LIST
+// reserves the whole budget: the reservation shrinks to the real size as
+// soon as the objects are read.
 func (l budgetedLister) estimate(ctx context.Context, opts *metainternalversion.ListOptions) int {
 	n, ok := l.counts.get(ctx, l.store)
 	if !ok {
@@ -99,7 +99,7 @@ func (c *objectCounts) get(ctx context.Context, store *registry.Store) (int, boo
 	cached, ok := c.counts[store]
 	c.mu.Unlock()
 	if ok && time.Since(cached.at) < objectCountTTL {
-		return cached.n, cached.n > 0
+		return cached.n, true
 	}
 	stats, err := store.Storage.Stats(ctx)
 	if err != nil {
@@ -113,7 +113,5 @@ func (c *objectCounts) get(ctx context.Context, store *registry.Store) (int, boo
 	}
 	c.counts[store] = objectCount{n: n, at: time.Now()}
 	c.mu.Unlock()
-	// Zero is what storage that cannot count says too; an empty type's
-	// LIST is cheap either way.
-	return n, n > 0
+	return n, true
 }
