@@ -28,9 +28,8 @@ import (
 // Every client has a connection of its own, as separate shards and
 // controllers do: on one shared HTTP/2 connection a GET's response would
 // queue behind the LISTs' bodies in the client's own flow control, which
-// says nothing about the server. Bodies are read as bytes (gzip, as
-// client-go asks for it), so that client decoding does not compete with the
-// server for CPU more than reading does.
+// says nothing about the server. Bodies are read as bytes, so that client
+// decoding does not compete with the server for CPU more than reading does.
 func (b *bench) listStorm(ctx context.Context) error {
 	n := b.cfg.objects
 	if !b.cfg.phases["load"] {
