@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"time"
 
-	noopoteltrace "go.opentelemetry.io/otel/trace/noop"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
@@ -21,7 +20,6 @@ import (
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/openapi"
-	"k8s.io/apiserver/pkg/util/webhook"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	netutils "k8s.io/utils/net"
@@ -265,16 +263,14 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.
 	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(etcdOpts, generic.ResourceTransformers, generic.StorageObjectCountTracker)
+	extra, err := apiextensionsExtra(partition.RESTOptionsGetter{Delegate: crdOptionsGetter}, generic)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &Config{
 		Apiextensions: &apiextensionsapiserver.Config{
 			GenericConfig: generic,
-			ExtraConfig: apiextensionsapiserver.ExtraConfig{
-				CRDRESTOptionsGetter: partition.RESTOptionsGetter{Delegate: crdOptionsGetter},
-				// One cache server per etcd prefix: no need to delay
-				// establishing CRDs for HA peers.
-				MasterCount:         1,
-				AuthResolverWrapper: webhook.NewDefaultAuthenticationInfoResolverWrapper(nil, nil, generic.LoopbackClientConfig, noopoteltrace.NewTracerProvider()),
-			},
+			ExtraConfig:   extra,
 		},
 		Extra: ExtraConfig{
 			BootstrapCRDs: bootstrap.CRDs(types),

@@ -113,12 +113,12 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
-	crdInformer := s.apiextensions.Informers.Apiextensions().V1().CustomResourceDefinitions()
-	groups := discovery.NewGroupLister(crdInformer.Lister(), s.GenericAPIServer.DiscoveryGroupManager)
-	if err := groups.Start(ctx, crdInformer.Informer()); err != nil {
+	crds := crdInformer(s.apiextensions)
+	groups := discovery.NewGroupLister(crds.Lister(), s.GenericAPIServer.DiscoveryGroupManager)
+	if err := groups.Start(ctx, crds.Informer()); err != nil {
 		return nil, err
 	}
-	if err := s.startLoops(ctx, c, crdInformer); err != nil {
+	if err := s.startLoops(ctx, c, crds); err != nil {
 		return nil, err
 	}
 

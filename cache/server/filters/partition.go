@@ -7,13 +7,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
 // WithPartition resolves the partition scope of every request (CachePaths).
 // A scoped path must name a valid shard and cluster (or "*"); its prefix is
 // stripped so that upstream handlers see an ordinary API path. Other paths
 // (health, metrics, CRD management, the loopback client) are served in the
-// reserved system scope.
+// reserved system scope. In the kcp build it also gives the scope to kcp's
+// Kubernetes fork (partition.RequestContext).
 func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		parsed, err := CachePaths(req.URL.Path)
@@ -28,6 +30,7 @@ func WithPartition(handler http.Handler, codecs runtime.NegotiatedSerializer) ht
 		if parsed.APIPath != req.URL.Path {
 			req = kcpcache.WithPath(req, parsed.APIPath)
 		}
-		handler.ServeHTTP(w, req.WithContext(kcpcache.WithScope(req.Context(), scope)))
+		ctx := partition.RequestContext(kcpcache.WithScope(req.Context(), scope), scope)
+		handler.ServeHTTP(w, req.WithContext(ctx))
 	})
 }

@@ -23,10 +23,9 @@ import (
 // The upstream cacheKeyFunc is ignored: it is computed from a context that
 // holds only the namespace, so it cannot know the partition.
 func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
-	return func(
+	return asStorageDecorator(func(
 		config *storagebackend.ConfigForResource,
 		resourcePrefix string,
-		_ func(obj runtime.Object) (string, error),
 		newFunc func() runtime.Object,
 		newListFunc func() runtime.Object,
 		getAttrsFunc storage.AttrFunc,
@@ -45,7 +44,7 @@ func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
 			GroupResource:       config.GroupResource,
 			EventsHistoryWindow: config.EventsHistoryWindow,
 			ResourcePrefix:      resourcePrefix,
-			KeyFunc:             func(obj runtime.Object) (string, error) { return objectKey(resourcePrefix, obj) },
+			KeyFunc:             cacherKeyFunc(resourcePrefix),
 			NewFunc:             newFunc,
 			NewListFunc:         newListFunc,
 			GetAttrsFunc:        withPartitionFields(getAttrsFunc),
@@ -74,5 +73,17 @@ func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
 			resourcePrefix: resourcePrefix,
 			groupResource:  config.GroupResource,
 		}, destroy, nil
-	}
+	})
 }
+
+// buildStorage is a StorageDecorator without the registry's key function,
+// whose type differs between upstream and kcp's fork (keyfuncs_*.go).
+type buildStorage func(
+	config *storagebackend.ConfigForResource,
+	resourcePrefix string,
+	newFunc func() runtime.Object,
+	newListFunc func() runtime.Object,
+	getAttrsFunc storage.AttrFunc,
+	triggerFuncs storage.IndexerFuncs,
+	indexers *cache.Indexers,
+) (storage.Interface, factory.DestroyFunc, error)

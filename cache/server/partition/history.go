@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
@@ -91,7 +92,7 @@ func newCacherSource(raw storage.Interface, trim HistoryTrim) *cacherSource {
 // progress notifications; watches the cache delegates to etcd never do) so
 // that its events are counted and it can be ended.
 func (s *cacherSource) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Interface.Watch(ctx, key, opts)
+	w, err := s.Interface.Watch(unscopedStorageContext(ctx), key, opts)
 	if err != nil || !opts.ProgressNotify || s.trim.MinDeletes < 0 {
 		return w, err
 	}
@@ -100,6 +101,12 @@ func (s *cacherSource) Watch(ctx context.Context, key string, opts storage.ListO
 	s.current, s.deletes, s.lastEvent = tw, 0, s.trim.Clock.Now()
 	s.mu.Unlock()
 	return tw, nil
+}
+
+// GetList serves the watch cache's own list, its consistency checks and
+// the reads it delegates to storage; see unscopedStorageContext.
+func (s *cacherSource) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	return s.Interface.GetList(unscopedStorageContext(ctx), key, opts, listObj)
 }
 
 func (s *cacherSource) observe(t watch.EventType) {

@@ -56,7 +56,7 @@ func (s *scopedStorage) Create(ctx context.Context, key string, obj, out runtime
 	if err != nil {
 		return err
 	}
-	return s.delegate.Create(ctx, k, obj, out, ttl)
+	return s.delegate.Create(storageContext(ctx, sc), k, obj, out, ttl)
 }
 
 func (s *scopedStorage) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
@@ -68,15 +68,15 @@ func (s *scopedStorage) Delete(ctx context.Context, key string, out runtime.Obje
 	if err != nil {
 		return err
 	}
-	return s.delegate.Delete(ctx, k, out, preconditions, validateDeletion, cachedExistingObject, opts)
+	return s.delegate.Delete(storageContext(ctx, sc), k, out, preconditions, validateDeletion, cachedExistingObject, opts)
 }
 
 func (s *scopedStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	k, opts, err := s.readRequest(ctx, key, opts)
+	k, opts, sc, err := s.readRequest(ctx, key, opts)
 	if err != nil {
 		return nil, err
 	}
-	return s.delegate.Watch(ctx, k, opts)
+	return s.delegate.Watch(storageContext(ctx, sc), k, opts)
 }
 
 func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
@@ -91,7 +91,7 @@ func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOpt
 	if err != nil {
 		return err
 	}
-	if err := s.delegate.Get(ctx, k, opts, objPtr); err != nil {
+	if err := s.delegate.Get(storageContext(ctx, sc), k, opts, objPtr); err != nil {
 		return err
 	}
 	if !sc.IsSystem() && isDeletion(ctx) {
@@ -105,11 +105,11 @@ func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOpt
 }
 
 func (s *scopedStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
-	k, opts, err := s.readRequest(ctx, key, opts)
+	k, opts, sc, err := s.readRequest(ctx, key, opts)
 	if err != nil {
 		return err
 	}
-	return s.delegate.GetList(ctx, k, opts, listObj)
+	return s.delegate.GetList(storageContext(ctx, sc), k, opts, listObj)
 }
 
 func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
@@ -142,21 +142,21 @@ func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destin
 		}
 		return out, ttl, nil
 	}
-	return s.delegate.GuaranteedUpdate(ctx, k, destination, ignoreNotFound, preconditions, partitioned, cachedExistingObject)
+	return s.delegate.GuaranteedUpdate(storageContext(ctx, sc), k, destination, ignoreNotFound, preconditions, partitioned, cachedExistingObject)
 }
 
 func (s *scopedStorage) Stats(ctx context.Context) (storage.Stats, error) {
-	return s.delegate.Stats(ctx)
+	return s.delegate.Stats(unscopedStorageContext(ctx))
 }
 
 func (s *scopedStorage) ReadinessCheck() error { return s.delegate.ReadinessCheck() }
 
 func (s *scopedStorage) RequestWatchProgress(ctx context.Context) error {
-	return s.delegate.RequestWatchProgress(ctx)
+	return s.delegate.RequestWatchProgress(unscopedStorageContext(ctx))
 }
 
 func (s *scopedStorage) GetCurrentResourceVersion(ctx context.Context) (uint64, error) {
-	return s.delegate.GetCurrentResourceVersion(ctx)
+	return s.delegate.GetCurrentResourceVersion(unscopedStorageContext(ctx))
 }
 
 func (s *scopedStorage) EnableResourceSizeEstimation(f storage.KeysFunc) error {
@@ -184,18 +184,18 @@ func (s *scopedStorage) writeScope(ctx context.Context, verb string) (kcpcache.S
 // shard; "*/c" and "*/*" read the whole resource) plus field terms for what a
 // prefix cannot express: the cluster, the namespace, and the name of a
 // single-object watch.
-func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storage.ListOptions) (string, storage.ListOptions, error) {
+func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storage.ListOptions) (string, storage.ListOptions, kcpcache.Scope, error) {
 	sc, ok := kcpcache.ScopeFrom(ctx)
 	if !ok {
 		sc = everything
 	}
 	if !sc.IsWildcard() {
 		k, err := scopedKey(s.resourcePrefix, sc, key)
-		return k, opts, err
+		return k, opts, sc, err
 	}
 	rest, ok := kcpcache.CutPathPrefix(key, s.resourcePrefix)
 	if !ok {
-		return "", opts, fmt.Errorf("key %q is outside resource prefix %q", key, s.resourcePrefix)
+		return "", opts, sc, fmt.Errorf("key %q is outside resource prefix %q", key, s.resourcePrefix)
 	}
 
 	terms := []fields.Selector{}
@@ -216,7 +216,7 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 	if !opts.Recursive {
 		rest = strings.TrimSuffix(rest, "/")
 		if rest == "" {
-			return "", opts, apierrors.NewBadRequest("a single-object read needs a name")
+			return "", opts, sc, apierrors.NewBadRequest("a single-object read needs a name")
 		}
 		terms = append(terms, fields.OneTermEqualSelector("metadata.name", path.Base(rest)))
 		opts.Recursive = true
@@ -225,7 +225,7 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 	if opts.Predicate.GetAttrs != nil {
 		opts.Predicate.GetAttrs = withPartitionFields(opts.Predicate.GetAttrs)
 	}
-	return partitionPrefix(s.resourcePrefix, shard, ""), opts, nil
+	return partitionPrefix(s.resourcePrefix, shard, ""), opts, sc, nil
 }
 
 // stampPartition sets the partition annotations from the scope, refusing an

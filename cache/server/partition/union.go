@@ -51,10 +51,9 @@ import (
 // (<member>/<shard>/<cluster>/[<namespace>/]<name> below the stem), which
 // the request scope selects by key.
 func NewUnionDecorator(client *clientv3.Client) generic.StorageDecorator {
-	return func(
+	return asStorageDecorator(func(
 		config *storagebackend.ConfigForResource,
 		resourcePrefix string,
-		_ func(obj runtime.Object) (string, error),
 		newFunc func() runtime.Object,
 		newListFunc func() runtime.Object,
 		_ storage.AttrFunc,
@@ -75,7 +74,7 @@ func NewUnionDecorator(client *clientv3.Client) generic.StorageDecorator {
 			stem:           UnionStem(config.Prefix, resourcePrefix),
 		}
 		return u, func() {}, nil
-	}
+	})
 }
 
 // UnionStem is the etcd key prefix every member of the family of
