@@ -17,7 +17,9 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
 // ExportedTypes names the served types whose cached objects declare identity
@@ -181,7 +183,9 @@ func (s *exportSource) followOnce(ctx context.Context, gr schema.GroupResource, 
 		return fmt.Errorf("%s is not served", gr)
 	}
 	// No scope in the context: the partitioned storage reads every
-	// partition, as for "*/*".
+	// partition, as for "*/*". kcp's fork reads the wildcard from its own
+	// context (partition.RequestContext; nothing upstream).
+	ctx = partition.RequestContext(ctx, kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard})
 	w, err := served.store.Watch(ctx, &metainternalversion.ListOptions{
 		ResourceVersion:      "0",
 		ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,

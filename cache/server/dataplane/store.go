@@ -1,14 +1,20 @@
 package dataplane
 
 import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
 // opaqueRESTOptions hands every store of the data plane the opaque storage
@@ -55,6 +61,7 @@ func newStoreWith(r Resource, options generic.RESTOptionsGetter, t typing) (*reg
 		DeleteStrategy:            s,
 		TableConvertor:            rest.NewDefaultTableConvertor(gr),
 	}
+	store.BeginCreate = beginCreate
 	attrs := storage.DefaultClusterScopedAttr
 	if r.Namespaced {
 		attrs = storage.DefaultNamespaceScopedAttr
@@ -63,4 +70,26 @@ func newStoreWith(r Resource, options generic.RESTOptionsGetter, t typing) (*reg
 		return nil, err
 	}
 	return store, nil
+}
+
+// beginCreate runs before the registry prepares a created object. It refuses
+// an object naming another partition (partition.CheckCreate) and gives an
+// object without a uid and creation time the fresh ones upstream's registry
+// gives every created object. Upstream's registry has set them by now; kcp's
+// fork skips that for objects carrying kcp.io/shard (it keeps replicas'
+// origin metadata, which storage restores in both builds) and would fail
+// such an object that lacks them with a 500.
+func beginCreate(ctx context.Context, obj runtime.Object, _ *metav1.CreateOptions) (registry.FinishFunc, error) {
+	if err := partition.CheckCreate(ctx, obj); err != nil {
+		return nil, err
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, err
+	}
+	if !metav1.HasObjectMetaSystemFieldValues(m) {
+		m.SetCreationTimestamp(metav1.Now())
+		m.SetUID(uuid.NewUUID())
+	}
+	return func(context.Context, bool) {}, nil
 }
