@@ -4,6 +4,7 @@ package partition
 
 import (
 	"context"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/generic"
@@ -22,8 +23,23 @@ import (
 // key layout.
 func asStorageDecorator(build buildStorage) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(context.Context, runtime.Object) (string, error), newFunc func() runtime.Object, newListFunc func() runtime.Object, getAttrsFunc storage.AttrFunc, triggerFuncs storage.IndexerFuncs, indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
-		return build(config, resourcePrefix, newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
+		return build(config, upstreamResourcePrefix(resourcePrefix), newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
 	}
+}
+
+// upstreamResourcePrefix undoes the fork's "/customresources" segment.
+// The fork's apiextensions appends it to the resource prefix of every custom
+// resource storage ("/<group>/<resource>/customresources") after our
+// RESTOptionsGetter; the cache keeps custom resources at upstream's
+// "/<group>/<resource>" (the data plane's keys), and apiextensions' own
+// storage (its CRD finalizer lists and deletes through it) must read the
+// same keys, or the finalizer sees no objects and lets a CRD go while its
+// objects stay.
+func upstreamResourcePrefix(prefix string) string {
+	if trimmed, ok := strings.CutSuffix(prefix, "/customresources"); ok && strings.Count(trimmed, "/") == 2 {
+		return trimmed
+	}
+	return prefix
 }
 
 // cacherKeyFunc is the watch cache's key function: objectKey. Objects carry
