@@ -25,7 +25,7 @@ import (
 func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
 	return asStorageDecorator(func(
 		config *storagebackend.ConfigForResource,
-		resourcePrefix string,
+		registryPrefix, resourcePrefix string,
 		newFunc func() runtime.Object,
 		newListFunc func() runtime.Object,
 		getAttrsFunc storage.AttrFunc,
@@ -71,16 +71,20 @@ func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
 		return &scopedStorage{
 			delegate:       delegator,
 			resourcePrefix: resourcePrefix,
+			registryPrefix: registryPrefix,
 			groupResource:  config.GroupResource,
 		}, destroy, nil
 	})
 }
 
 // buildStorage is a StorageDecorator without the registry's key function,
-// whose type differs between upstream and kcp's fork (keyfuncs_*.go).
+// whose type differs between upstream and kcp's fork (keyfuncs_*.go), and
+// with the registry's resource prefix (the prefix of the keys it hands
+// over) next to the one storage keeps objects under; they differ only for
+// kcp's fork's custom resources (upstreamResourcePrefix).
 type buildStorage func(
 	config *storagebackend.ConfigForResource,
-	resourcePrefix string,
+	registryPrefix, resourcePrefix string,
 	newFunc func() runtime.Object,
 	newListFunc func() runtime.Object,
 	getAttrsFunc storage.AttrFunc,

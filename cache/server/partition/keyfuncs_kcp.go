@@ -23,7 +23,7 @@ import (
 // key layout.
 func asStorageDecorator(build buildStorage) generic.StorageDecorator {
 	return func(config *storagebackend.ConfigForResource, resourcePrefix string, _ func(context.Context, runtime.Object) (string, error), newFunc func() runtime.Object, newListFunc func() runtime.Object, getAttrsFunc storage.AttrFunc, triggerFuncs storage.IndexerFuncs, indexers *cache.Indexers) (storage.Interface, factory.DestroyFunc, error) {
-		return build(config, upstreamResourcePrefix(resourcePrefix), newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
+		return build(config, resourcePrefix, upstreamResourcePrefix(resourcePrefix), newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
 	}
 }
 

@@ -26,6 +26,10 @@ import (
 type scopedStorage struct {
 	delegate       storage.Interface
 	resourcePrefix string
+	// registryPrefix is the resource prefix of the keys the registry hands
+	// over: resourcePrefix, but for kcp's fork's custom resources (see
+	// upstreamResourcePrefix).
+	registryPrefix string
 	groupResource  schema.GroupResource
 }
 
@@ -34,6 +38,17 @@ var _ storage.Interface = &scopedStorage{}
 // everything is the scope of internal readers that carry no request scope,
 // such as upstream's CRD finalizer, which lists instances before a CRD goes.
 var everything = kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}
+
+// fromRegistry puts a key the registry built below resourcePrefix.
+func (s *scopedStorage) fromRegistry(key string) string {
+	if s.registryPrefix == s.resourcePrefix {
+		return key
+	}
+	if rest, ok := kcpcache.CutPathPrefix(key, s.registryPrefix); ok {
+		return s.resourcePrefix + rest
+	}
+	return key
+}
 
 func (s *scopedStorage) Versioner() storage.Versioner { return s.delegate.Versioner() }
 
@@ -52,7 +67,7 @@ func (s *scopedStorage) Create(ctx context.Context, key string, obj, out runtime
 	if !sc.IsSystem() {
 		restoreOnCreate(ctx, m)
 	}
-	k, err := scopedKey(s.resourcePrefix, sc, key)
+	k, err := scopedKey(s.resourcePrefix, sc, s.fromRegistry(key))
 	if err != nil {
 		return err
 	}
@@ -64,7 +79,7 @@ func (s *scopedStorage) Delete(ctx context.Context, key string, out runtime.Obje
 	if err != nil {
 		return err
 	}
-	k, err := scopedKey(s.resourcePrefix, sc, key)
+	k, err := scopedKey(s.resourcePrefix, sc, s.fromRegistry(key))
 	if err != nil {
 		return err
 	}
@@ -87,7 +102,7 @@ func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOpt
 	if sc.IsWildcard() {
 		return apierrors.NewBadRequest(fmt.Sprintf("cannot get %s by name in the wildcard scope %s: name one shard and one cluster, or list with fieldSelector=metadata.name=<name>", s.groupResource, sc))
 	}
-	k, err := scopedKey(s.resourcePrefix, sc, key)
+	k, err := scopedKey(s.resourcePrefix, sc, s.fromRegistry(key))
 	if err != nil {
 		return err
 	}
@@ -117,7 +132,7 @@ func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destin
 	if err != nil {
 		return err
 	}
-	k, err := scopedKey(s.resourcePrefix, sc, key)
+	k, err := scopedKey(s.resourcePrefix, sc, s.fromRegistry(key))
 	if err != nil {
 		return err
 	}
@@ -190,10 +205,10 @@ func (s *scopedStorage) readRequest(ctx context.Context, key string, opts storag
 		sc = everything
 	}
 	if !sc.IsWildcard() {
-		k, err := scopedKey(s.resourcePrefix, sc, key)
+		k, err := scopedKey(s.resourcePrefix, sc, s.fromRegistry(key))
 		return k, opts, sc, err
 	}
-	rest, ok := kcpcache.CutPathPrefix(key, s.resourcePrefix)
+	rest, ok := kcpcache.CutPathPrefix(s.fromRegistry(key), s.resourcePrefix)
 	if !ok {
 		return "", opts, sc, fmt.Errorf("key %q is outside resource prefix %q", key, s.resourcePrefix)
 	}

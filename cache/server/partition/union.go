@@ -53,7 +53,7 @@ import (
 func NewUnionDecorator(client *clientv3.Client) generic.StorageDecorator {
 	return asStorageDecorator(func(
 		config *storagebackend.ConfigForResource,
-		resourcePrefix string,
+		_, resourcePrefix string,
 		newFunc func() runtime.Object,
 		newListFunc func() runtime.Object,
 		_ storage.AttrFunc,
