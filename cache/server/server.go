@@ -118,6 +118,9 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := groups.Start(ctx, crds.Informer()); err != nil {
 		return nil, err
 	}
+	if err := discovery.StartAggregated(ctx, crds.Lister(), crds.Informer(), s.GenericAPIServer.AggregatedDiscoveryGroupManager); err != nil {
+		return nil, err
+	}
 	if err := s.startLoops(ctx, c, crds); err != nil {
 		return nil, err
 	}
