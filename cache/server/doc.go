@@ -33,7 +33,10 @@
 //   - auth.go: the authenticator and authorizer unions;
 //   - mount.go: serving mounted in a host (Host, Mount, RunMounted);
 //   - kubeconfig.go: the admin client configuration and kubeconfig;
-//   - etcd.go: the one etcd client of the server's own work.
+//   - etcd.go: the one etcd client of the server's own work;
+//   - apiextensions_upstream.go / apiextensions_kcp.go: apiextensions'
+//     ExtraConfig and CRD informer for upstream and (build tag kcp) for kcp's
+//     Kubernetes fork; crdlister_kcp.go: the fork's cluster-aware CRD lister.
 //
 // What the server is made of lives in the subpackages: bootstrap (declared
 // types), epoch, authentication, authorization, filters, partition,

@@ -23,4 +23,10 @@
 // identities ("<resource-prefix>:<identity>", sibling prefixes that no
 // "<prefix>/" covers) is listed and watched with the etcd client itself,
 // read-only, without a watch cache (NewUnionDecorator).
+//
+// Built with the tag kcp against kcp's Kubernetes fork, two file pairs
+// differ: keyfuncs_*.go (the decorator's and the watch cache's key function
+// types, and the fork's custom resource prefix) and storagecontext_*.go (the
+// shard and cluster the fork's registry, etcd3 store and cacher read from
+// the context).
 package partition
