@@ -3,11 +3,12 @@
 // Package kcpgraph blank-imports every library package of kcp-cache, so that
 // `go build -tags kcp ./...` in this module compiles all of them against
 // kcp's Kubernetes fork with the kcp build of the server. examples/internal/*
-// cannot be imported from here; examples/cache-server/app compiles them.
+// cannot be imported from here; examples/cache-server/app compiles them. The
+// root package (kcpcache) comes with every other; a blank import of it would
+// break .ci/run's import-name check.
 package kcpgraph
 
 import (
-	_ "github.com/kcp-cache/kcp-cache/cache"
 	_ "github.com/kcp-cache/kcp-cache/cache/client"
 	_ "github.com/kcp-cache/kcp-cache/cache/hook"
 	_ "github.com/kcp-cache/kcp-cache/cache/options"
