@@ -50,11 +50,7 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 	large := fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"large"},"spec":{"blob":%q}}`, strings.Repeat("x", 2*1024*1024))
 	huge := fmt.Sprintf(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":{"name":"huge"},"spec":{"blob":%q}}`, strings.Repeat("x", 4*1024*1024))
 
-	tests := []struct {
-		name, method, path, contentType, body string
-		wantCode                              int
-		wantReason                            metav1.StatusReason
-	}{
+	checkBadRequests(t, srv, []badRequest{
 		{"create through */*", "POST", scoped("*", "*", exportsPath), "", body(""), 405, metav1.StatusReasonMethodNotAllowed},
 		{"create through amber/*", "POST", scoped("amber", "*", exportsPath), "", body(""), 405, metav1.StatusReasonMethodNotAllowed},
 		{"create through */root", "POST", scoped("*", "root", exportsPath), "", body(""), 405, metav1.StatusReasonMethodNotAllowed},
@@ -83,8 +79,22 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 		{"protobuf body", "POST", scoped("amber", "root", exportsPath), "application/vnd.kubernetes.protobuf", "k8s\x00garbage\xff", 415, metav1.StatusReasonUnsupportedMediaType},
 		{"delete a bootstrapped CRD", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/apiexports.apis.kcp.io", "", "", 403, metav1.StatusReasonForbidden},
 		{"deletecollection of CRDs", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "", "", 405, metav1.StatusReasonMethodNotAllowed},
-	}
+	})
+}
 
+// badRequest is a request the server must answer with a Status of wantCode
+// and wantReason, changing nothing in etcd.
+type badRequest struct {
+	name, method, path, contentType, body string
+	wantCode                              int
+	wantReason                            metav1.StatusReason
+}
+
+// checkBadRequests sends each request to srv as its admin and compares the
+// answer and every etcd key before and after.
+func checkBadRequests(t *testing.T, srv *cachetest.Server, tests []badRequest) {
+	t.Helper()
+	ctx := testContext(t)
 	client, err := rest.HTTPClientFor(srv.Config())
 	if err != nil {
 		t.Fatal(err)
