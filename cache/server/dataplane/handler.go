@@ -69,6 +69,10 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 			delegate.ServeHTTP(w, req)
 			return
 		}
+		if err := pathNotServed(info, gr, s.resource.Namespaced); err != nil {
+			responsewriters.ErrorNegotiated(err, scope.Serializer, gv, w, req)
+			return
+		}
 		if info.Subresource != "" {
 			responsewriters.ErrorNegotiated(apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + info.Subresource}, info.Name), scope.Serializer, gv, w, req)
 			return

@@ -109,6 +109,10 @@ func (r *Registry) servePublished(w http.ResponseWriter, req *http.Request, p *p
 		delegate.ServeHTTP(w, req)
 		return
 	}
+	if err := pathNotServed(info, gr, p.pub.resource.Namespaced); err != nil {
+		responsewriters.ErrorNegotiated(err, scope.Serializer, gv, w, req)
+		return
+	}
 	if info.Subresource != "" {
 		responsewriters.ErrorNegotiated(apierrors.NewNotFound(schema.GroupResource{Group: gr.Group, Resource: gr.Resource + "/" + info.Subresource}, info.Name), scope.Serializer, gv, w, req)
 		return

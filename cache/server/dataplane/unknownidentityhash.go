@@ -56,6 +56,10 @@ func (r *Registry) serveUnknownIdentityHash(w http.ResponseWriter, req *http.Req
 		responsewriters.ErrorNegotiated(apierrors.NewNotFound(gr, info.Name), statusCodecs, gv, w, req)
 		return
 	}
+	if err := pathNotServed(info, gr, sibling.resource.Namespaced); err != nil {
+		responsewriters.ErrorNegotiated(err, scope.Serializer, gv, w, req)
+		return
+	}
 	switch info.Verb {
 	case "get", "list", "watch":
 	default:
