@@ -21,9 +21,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	kjson "sigs.k8s.io/json"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/authorization"
+	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
@@ -54,6 +56,10 @@ func WithRequestGuard(handler http.Handler, cfg GuardConfig) http.Handler {
 			return
 		}
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+		if err := checkResourceVersionParameter(req, info); err != nil {
+			writeStatus(w, req, cfg.Codecs, err)
+			return
+		}
 
 		if scope.IsWildcard() {
 			if err := checkWildcardRequest(req, info, scope, gr); err != nil {
@@ -100,6 +106,27 @@ func checkWildcardRequest(req *http.Request, info *request.RequestInfo, scope kc
 	return nil
 }
 
+// readVerbs take a resourceVersion parameter: where to read from.
+var readVerbs = sets.New("get", "list", "watch", "deletecollection")
+
+// checkResourceVersionParameter refuses a resourceVersion parameter that is
+// not one: resource versions are etcd revisions, unsigned integers. Upstream
+// answers some of these (a watch, a get) with an internal error (500);
+// the mistake is the client's.
+func checkResourceVersionParameter(req *http.Request, info *request.RequestInfo) error {
+	if !readVerbs.Has(info.Verb) {
+		return nil
+	}
+	rv := req.URL.Query().Get("resourceVersion")
+	if rv == "" {
+		return nil
+	}
+	if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
+		return apierrors.NewBadRequest(fmt.Sprintf("resourceVersion=%q is not a resource version (an unsigned integer from an earlier answer)", rv))
+	}
+	return nil
+}
+
 // originMetaBody is the part of a pushed copy that upstream would reset or
 // rewrite.
 type originMetaBody struct {
@@ -114,15 +141,25 @@ type originMetaBody struct {
 	} `json:"metadata"`
 }
 
-var jsonBodyTypes = sets.New("application/json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+var (
+	// jsonBodyTypes are bodies that hold the object (a merge patch: part
+	// of it) as JSON.
+	jsonBodyTypes = sets.New("application/json", "application/merge-patch+json", "application/strategic-merge-patch+json")
+	// yamlBodyTypes hold it as YAML: server-side apply, kubectl's YAML.
+	yamlBodyTypes = sets.New("application/yaml", "application/apply-patch+yaml")
+)
 
-// withOriginMeta reads a JSON write's body (bounded), records the origin's
-// uid, creationTimestamp, generation and managedFields in the context, and
-// restores the body for the real handler. Other encodings pass through
-// untouched.
+const jsonPatchType = "application/json-patch+json"
+
+// withOriginMeta reads a write's body (bounded), refuses member names that
+// a case-insensitive decoder would read as apiVersion, kind, metadata or a
+// metadata field (opaque.CheckKeys), records the origin's uid,
+// creationTimestamp, generation and managedFields of a JSON body in the
+// context, and restores the body for the real handler. Other encodings pass
+// through untouched (protobuf is refused with 415 by the handler).
 func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (*http.Request, error) {
 	mediaType, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	if err != nil || !jsonBodyTypes.Has(mediaType) || req.Body == nil {
+	if err != nil || req.Body == nil || !(jsonBodyTypes.Has(mediaType) || yamlBodyTypes.Has(mediaType) || mediaType == jsonPatchType) {
 		return req, nil
 	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
@@ -133,11 +170,35 @@ func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (
 	if int64(len(body)) > limit {
 		return req, apierrors.NewRequestEntityTooLargeError(fmt.Sprintf("limit is %d bytes", limit))
 	}
+	restored := func(r *http.Request) *http.Request {
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		return r
+	}
+	switch {
+	case mediaType == jsonPatchType:
+		if err := opaque.CheckJSONPatchKeys(body); err != nil {
+			return req, apierrors.NewBadRequest(err.Error())
+		}
+		return restored(req), nil
+	case yamlBodyTypes.Has(mediaType):
+		j, err := sigsyaml.YAMLToJSON(body)
+		if err != nil {
+			return req, apierrors.NewBadRequest(fmt.Sprintf("the request body is not valid YAML: %v", err))
+		}
+		if err := opaque.CheckKeys(j); err != nil {
+			return req, apierrors.NewBadRequest(err.Error())
+		}
+		return restored(req), nil
+	}
 	// Decoded as upstream's serializer decodes the object: field names are
 	// case-sensitive, so what is read here is what the handler sees.
 	var parsed originMetaBody
 	if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &parsed); err != nil {
 		return req, apierrors.NewBadRequest(fmt.Sprintf("the request body is not a valid JSON object: %v", err))
+	}
+	if err := opaque.CheckKeys(body); err != nil {
+		return req, apierrors.NewBadRequest(err.Error())
 	}
 	m := parsed.Metadata
 	origin := partition.OriginMeta{UID: m.UID, CreationTimestamp: m.CreationTimestamp, Generation: m.Generation}
@@ -152,10 +213,7 @@ func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (
 		}
 		origin.ManagedFields, origin.SentManagedFields = entries, true
 	}
-	r := req.WithContext(partition.WithOriginMeta(req.Context(), origin))
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	return r, nil
+	return restored(req.WithContext(partition.WithOriginMeta(req.Context(), origin))), nil
 }
 
 // sentManagedFields checks managedFields a body carries before storage keeps

@@ -79,6 +79,11 @@ func decodeRequest(data []byte, o *Object) error {
 	if err := json.Compact(&compact, data); err != nil {
 		return fmt.Errorf("the request body is not valid JSON: %w", err)
 	}
+	// The request guard refuses such bodies as they arrive; this also
+	// covers what a patch builds from the stored object (see CheckKeys).
+	if err := CheckKeys(compact.Bytes()); err != nil {
+		return err
+	}
 	p, m, err := parse(compact.Bytes())
 	if err != nil {
 		return err
