@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
+	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -17,6 +18,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
 )
 
@@ -97,6 +99,14 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 
 	upstream := c.upstream()
 	generic := upstream.GenericConfig
+	// Every create and update, the CRD API's and the data plane's, is
+	// stamped with its partition in admission, so that a dry run answers
+	// as the real request (partition.Admission).
+	if generic.AdmissionControl == nil {
+		generic.AdmissionControl = partition.NewAdmission()
+	} else {
+		generic.AdmissionControl = admission.NewChainHandler(partition.NewAdmission(), generic.AdmissionControl)
+	}
 	// The data plane authorizes and admits exactly as the generic chain.
 	s.plane = dataplane.NewRegistry(dataplane.Config{
 		RESTOptionsGetter:   generic.RESTOptionsGetter,

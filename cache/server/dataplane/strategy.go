@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/storage/names"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
 // strategy is the registry strategy of a schema-less type. It validates
@@ -18,7 +20,7 @@ import (
 // must not reject what a newer shard sends. What makes a copy a copy (origin
 // uid, creationTimestamp, generation and managedFields kept, partition
 // annotations stamped, no finalizers honoured) lives in package partition, in
-// one place for every type.
+// one place for every type; the strategy only calls it.
 type strategy struct {
 	runtime.ObjectTyper
 	names.NameGenerator
@@ -39,16 +41,29 @@ func newStrategy(r Resource, typer runtime.ObjectTyper) strategy {
 
 func (s strategy) NamespaceScoped() bool { return s.namespaced }
 
-// PrepareForCreate starts generation at 1, as for every Kubernetes object;
-// storage replaces it with the origin's when the copy carries one.
-func (strategy) PrepareForCreate(_ context.Context, obj runtime.Object) {
+// PrepareForCreate starts generation at 1, as for every Kubernetes object,
+// then puts a copy's origin identity and field ownership back
+// (partition.RestoreOnCreate). Here rather than in storage, because a dry
+// run never reaches storage and must answer as the real create.
+func (strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetGeneration(1)
+		partition.RestoreOnCreate(ctx, m)
 	}
 }
 
-// PrepareForUpdate changes nothing: a copy's generation is the origin's.
-func (strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
+// PrepareForUpdate keeps a copy's generation and field ownership the
+// origin's (partition.RestoreOnUpdate), for a dry run as for the real
+// update.
+func (strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	if o, err := meta.Accessor(old); err == nil {
+		partition.RestoreOnUpdate(ctx, o, m)
+	}
+}
 
 func (s strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	return append(s.validateKind(obj), s.validateName(obj)...)

@@ -11,6 +11,11 @@
 //     with our own key function, attribute function and indexes, and wrap it
 //     in a storage.Interface that reads the scope from the request context.
 //
+// Requests are stamped with their partition before storage, in admission
+// (Admission), so that a dry run, which never reaches storage, is refused
+// and answered as the real request; storage stamps again for writes that
+// come another way.
+//
 // The raw storage the watch cache fills itself from also releases the watch
 // cache's history after a mass deletion followed by quiet (HistoryTrim),
 // which upstream keeps until newer events displace it.

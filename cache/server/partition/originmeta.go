@@ -14,7 +14,8 @@ import (
 // and FillObjectMetaSystemFields on create; the custom resource strategy bumps
 // generation on update) and rewrites managedFields to record the writer (its
 // field manager), so the HTTP layer reads them from the request body and
-// storage puts them back.
+// the data plane's strategy puts them back (RestoreOnCreate,
+// RestoreOnUpdate).
 //
 // A write carries an OriginMeta when its body is an object (create, update,
 // merge patch); server-side apply and JSON patches carry none, and upstream's

@@ -23,11 +23,13 @@ import (
 // The managedFields cost memory only as bytes: the watch cache holds a
 // stored object's metadata unparsed (package opaque).
 
-// restoreOnCreate puts the origin's identity and field ownership back on a
-// copy being created.
-func restoreOnCreate(ctx context.Context, obj metav1.Object) {
+// RestoreOnCreate puts the origin's identity and field ownership back on a
+// copy being created, after upstream's registry filled in its own (the data
+// plane's strategy calls it, so that a dry run answers as the real create).
+// Objects of the system partition are not copies.
+func RestoreOnCreate(ctx context.Context, obj metav1.Object) {
 	m, ok := OriginMetaFrom(ctx)
-	if !ok {
+	if sc, scoped := kcpcache.ScopeFrom(ctx); !ok || !scoped || sc.IsSystem() {
 		return
 	}
 	if m.UID != "" {
@@ -42,11 +44,16 @@ func restoreOnCreate(ctx context.Context, obj metav1.Object) {
 	obj.SetManagedFields(m.ManagedFields)
 }
 
-// restoreOnUpdate keeps a copy's generation under the origin's control: the
+// RestoreOnUpdate keeps a copy's generation under the origin's control: the
 // value from the request when it sent one, otherwise the stored one, so that a
 // spec change on the copy never bumps it. Field ownership is the request's
-// when it sent any, otherwise the stored copy's (see above).
-func restoreOnUpdate(ctx context.Context, existing, updated metav1.Object) {
+// when it sent any, otherwise the stored copy's (see above). Like
+// RestoreOnCreate, the data plane's strategy calls it; objects of the system
+// partition are not copies.
+func RestoreOnUpdate(ctx context.Context, existing, updated metav1.Object) {
+	if sc, scoped := kcpcache.ScopeFrom(ctx); !scoped || sc.IsSystem() {
+		return
+	}
 	m, ok := OriginMetaFrom(ctx)
 	if ok && m.Generation > 0 {
 		updated.SetGeneration(m.Generation)

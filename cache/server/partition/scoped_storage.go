@@ -21,8 +21,9 @@ import (
 
 // scopedStorage is the outermost storage.Interface of every resource. The
 // registry Store hands it keys without a partition; it inserts the partition
-// from the request scope, stamps the partition annotations on writes, and
-// turns wildcard reads into prefix reads with field filters.
+// from the request scope, stamps the partition annotations on writes (as
+// Admission has, for requests; again here for any write that comes another
+// way), and turns wildcard reads into prefix reads with field filters.
 type scopedStorage struct {
 	delegate       storage.Interface
 	resourcePrefix string
@@ -63,9 +64,6 @@ func (s *scopedStorage) Create(ctx context.Context, key string, obj, out runtime
 	}
 	if err := stampPartition(m, sc); err != nil {
 		return err
-	}
-	if !sc.IsSystem() {
-		restoreOnCreate(ctx, m)
 	}
 	k, err := scopedKey(s.resourcePrefix, sc, s.fromRegistry(key))
 	if err != nil {
@@ -147,13 +145,6 @@ func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destin
 		}
 		if err := stampPartition(om, sc); err != nil {
 			return nil, nil, err
-		}
-		if !sc.IsSystem() {
-			im, err := meta.Accessor(input)
-			if err != nil {
-				return nil, nil, err
-			}
-			restoreOnUpdate(ctx, im, om)
 		}
 		return out, ttl, nil
 	}
