@@ -63,6 +63,10 @@ type Options struct {
 	// Flags, when set, changes the cache server's options (its flags)
 	// before every start: a token file, auditing, a client CA of its own.
 	Flags func(*options.Options)
+	// Starting, when set, is called at every start with the cache's admin
+	// config once the server is built, just before it runs: for tests of
+	// what a starting server answers. It must not block.
+	Starting func(*rest.Config)
 }
 
 // Server is an etcd and a cache server (and, when mounted, its host) running
@@ -160,6 +164,9 @@ func (s *Server) startServer(ctx context.Context, readyPath string) error {
 	ready := s.config
 	if s.hostConfig != nil {
 		ready = s.hostConfig
+	}
+	if s.opts.Starting != nil {
+		s.opts.Starting(rest.CopyConfig(s.config))
 	}
 	s.process, err = startProcess(ctx, ready, readyPath, run)
 	return err

@@ -42,6 +42,13 @@ func WithFlags(flags func(*options.Options)) Option {
 	return func(o *Options) { o.Flags = flags }
 }
 
+// WhileStarting calls starting with the cache's admin config at every
+// start, once the server is built and just before it runs (see
+// Options.Starting).
+func WhileStarting(starting func(*rest.Config)) Option {
+	return func(o *Options) { o.Starting = starting }
+}
+
 // StartServer starts a Server for a test and stops it in t.Cleanup, failing
 // the test if starting fails or Run returns an error. Servers log with
 // klog's global logger, as before: their goroutines outlive log calls that
