@@ -100,11 +100,11 @@ func (r *Registry) serve(s *served, scope *handlers.RequestScope, info *request.
 		})
 	case "update":
 		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
-			return handlers.UpdateResource(store, scope, cfg.Admission)
+			return handlers.UpdateResource(dryRunUpdates{store}, scope, cfg.Admission)
 		})
 	case "patch":
 		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
-			return handlers.PatchResource(store, scope, cfg.Admission, patchTypes)
+			return handlers.PatchResource(dryRunUpdates{store}, scope, cfg.Admission, patchTypes)
 		})
 	case "delete":
 		return handlers.DeleteResource(store, true, scope, cfg.Admission)

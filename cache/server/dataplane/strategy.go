@@ -52,18 +52,10 @@ func (strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	}
 }
 
-// PrepareForUpdate keeps a copy's generation and field ownership the
-// origin's (partition.RestoreOnUpdate), for a dry run as for the real
-// update.
-func (strategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return
-	}
-	if o, err := meta.Accessor(old); err == nil {
-		partition.RestoreOnUpdate(ctx, o, m)
-	}
-}
+// PrepareForUpdate changes nothing: a copy's generation and field ownership
+// are restored after upstream's validation, which refuses a generation
+// lower than the stored one (storage does it; for a dry run, dryRunUpdates).
+func (strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
 
 func (s strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {
 	return append(s.validateKind(obj), s.validateName(obj)...)

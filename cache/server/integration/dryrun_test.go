@@ -94,7 +94,10 @@ func TestDryRunAnswersAsTheRealRequest(t *testing.T) {
 		{name: "create without managedFields", method: "POST", path: in(crs), body: plainBody},
 		{name: "update of a copy", method: "PUT", path: in(crs + "/copy"), body: strings.Replace(strings.Replace(copyBody, `"generation":7`, `"generation":8`, 1), `"verbs":["get"]`, `"verbs":["get","list"]`, 1)},
 		{name: "merge patch", method: "PATCH", path: in(crs + "/copy"), contentType: "application/merge-patch+json", body: `{"metadata":{"generation":9,"labels":{"a":"b"}}}`},
-		{name: "JSON patch", method: "PATCH", path: in(crs + "/copy"), contentType: "application/json-patch+json", body: `[{"op":"add","path":"/metadata/labels/c","value":"d"}]`},
+		// A copy's generation is the origin's, also when lower than the
+		// stored one (which upstream's validation refuses).
+		{name: "update lowering the generation", method: "PUT", path: in(crs + "/copy"), body: strings.Replace(copyBody, `"generation":7`, `"generation":3`, 1)},
+		{name: "JSON patch", method: "PATCH", path: in(crs + "/copy"), contentType: "application/json-patch+json", body: `[{"op":"add","path":"/metadata/labels","value":{"c":"d"}}]`},
 		{name: "apply", method: "PATCH", path: in(crs+"/copy") + "?fieldManager=applier&force=true", contentType: "application/apply-patch+yaml", body: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"copy","labels":{"e":"f"}}}`},
 		{name: "apply creating", method: "PATCH", path: in(crs+"/applied") + "?fieldManager=applier", contentType: "application/apply-patch+yaml", body: `{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"applied"}}`, ignore: []string{"uid", "creationTimestamp"}},
 		{name: "create of a CRD", method: "POST", path: crds, body: crdBody, ignore: []string{"uid", "creationTimestamp"}},

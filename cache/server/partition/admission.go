@@ -14,7 +14,8 @@ import (
 
 // Admission stamps the partition annotations on every object created or
 // updated, CRDs included, and refuses an object that names another
-// partition, or a create that sets metadata.resourceVersion.
+// partition, a create that sets metadata.resourceVersion, and an update
+// whose metadata.resourceVersion is not a number.
 //
 // It is admission, not storage, because a dry run never reaches storage:
 // upstream's registry answers it from the object as admitted and

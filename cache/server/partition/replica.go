@@ -47,11 +47,17 @@ func RestoreOnCreate(ctx context.Context, obj metav1.Object) {
 // RestoreOnUpdate keeps a copy's generation under the origin's control: the
 // value from the request when it sent one, otherwise the stored one, so that a
 // spec change on the copy never bumps it. Field ownership is the request's
-// when it sent any, otherwise the stored copy's (see above). Like
-// RestoreOnCreate, the data plane's strategy calls it; objects of the system
-// partition are not copies.
+// when it sent any, otherwise the stored copy's (see above). Storage calls
+// it after upstream's validation, which refuses a generation lower than the
+// stored one; the data plane calls it on a dry run's answer, which storage
+// never sees. Objects of the system partition are not copies.
 func RestoreOnUpdate(ctx context.Context, existing, updated metav1.Object) {
 	if sc, scoped := kcpcache.ScopeFrom(ctx); !scoped || sc.IsSystem() {
+		return
+	}
+	if existing.GetResourceVersion() == "" {
+		// Nothing was stored: an update that creates (a server-side apply
+		// of a new object), which RestoreOnCreate has prepared.
 		return
 	}
 	m, ok := OriginMetaFrom(ctx)

@@ -146,6 +146,13 @@ func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destin
 		if err := stampPartition(om, sc); err != nil {
 			return nil, nil, err
 		}
+		// After upstream's validation, which refuses a lower generation
+		// than the stored one: a copy's is the origin's.
+		im, err := meta.Accessor(input)
+		if err != nil {
+			return nil, nil, err
+		}
+		RestoreOnUpdate(ctx, im, om)
 		return out, ttl, nil
 	}
 	return s.delegate.GuaranteedUpdate(storageContext(ctx, sc), k, destination, ignoreNotFound, preconditions, partitioned, cachedExistingObject)
