@@ -87,8 +87,8 @@ func forgetFinalizers(obj metav1.Object) {
 	obj.SetDeletionGracePeriodSeconds(nil)
 }
 
-// OwnershipFromOrigin reports whether storage gives the write in ctx its
-// origin's field ownership (see restoreOnCreate and restoreOnUpdate): a
+// OwnershipFromOrigin reports whether the write in ctx gets its
+// origin's field ownership (see RestoreOnCreate and RestoreOnUpdate): a
 // write with an origin body into a shard's partition. Upstream's field
 // manager's record of such a write would be thrown away, so the data plane
 // does not compute it.
