@@ -17,12 +17,16 @@
 #   2. Builds both: go build ./cmd/kcp (stock) and go build -tags kcp ./cmd/kcp (ours). Set
 #      STOCK_BIN / OURS_BIN to reuse binaries built before.
 #   3. Starts each as a standalone root shard on loopback (no --cache-kubeconfig: kcp v0.32.3
-#      then runs its in-process cache; it has no --run-cache-server flag), waits for /readyz,
-#      waits for the replicated objects to settle and prints, for each, how many objects of
-#      each replicated type are in shard root's partition of the cache, side by side.
+#      then runs its in-process cache; it has no --run-cache-server flag), waits for /readyz and
+#      for the replicated objects to settle, and counts the objects of each replicated type in
+#      shard root's partition of the cache (/services/cache/shards/root/clusters/*/...).
+#   4. Unless NO_SECOND_SHARD is set, starts an unpatched kcp shard shard-1 with
+#      --cache-kubeconfig pointing at that root's cache (root's shard-admin credentials) and
+#      --root-shard-kubeconfig-file at root's admin kubeconfig, waits for its /readyz and
+#      counts its partition, shard-1, in the same cache. Prints the four columns side by side.
 #
-# Needs go, curl and jq. Ports: SECURE_PORT (default 16443) and the two etcd ports after
-# ETCD_PORT (default 12379); only one kcp runs at a time.
+# Needs go, kubectl and jq. Ports on 127.0.0.1: SECURE_PORT (default 16443) and +1 for
+# shard-1; embedded etcd ETCD_PORT (default 12379) and +1, peers +100. One run at a time.
 set -euo pipefail
 
 KCP_DIR=$(cd "${1:?usage: hack/kcp-run-cache-server.sh KCP_DIR}" && pwd)
@@ -176,54 +180,84 @@ TYPES=(
   admissionregistration.k8s.io/v1/validatingadmissionpolicybindings
 )
 
-PID=
-stop_kcp() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=; fi; }
-trap stop_kcp EXIT
+PIDS=()
+stop_all() { local p; for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; PIDS=(); }
+trap stop_all EXIT
 
-count() { # name type: objects of that type in shard root's partition ("-" when not served)
+count() { # kubeconfig shard type: objects of that type in the shard's partition ("-" when not served)
   local out
-  if out=$(kubectl --kubeconfig "$WORK/$1/admin.kubeconfig" --context system:admin get --raw \
-    "/services/cache/shards/root/clusters/*/apis/$2" 2>/dev/null); then
+  if out=$(kubectl --kubeconfig "$1" get --raw "/services/cache/shards/$2/clusters/*/apis/$3" 2>/dev/null); then
     jq '.items | length' <<<"$out"
   else
     echo -
   fi
 }
 
-run() { # name binary
-  local name=$1 bin=$2 dir=$WORK/$1
-  rm -rf "$dir" && mkdir -p "$dir"
-  "$bin" start --root-directory="$dir" --bind-address=127.0.0.1 --secure-port="$SECURE_PORT" \
-    --embedded-etcd-client-port="$ETCD_PORT" --embedded-etcd-peer-port="$((ETCD_PORT + 1))" \
-    --v=2 >"$dir/kcp.log" 2>&1 &
-  PID=$!
+start_kcp() { # dir port binary args...: starts kcp, waits for its /readyz
+  local dir=$1 port=$2 bin=$3
+  shift 3
+  mkdir -p "$dir"
+  "$bin" start --root-directory="$dir" --bind-address=127.0.0.1 --secure-port="$port" \
+    --embedded-etcd-client-port="$((port - SECURE_PORT + ETCD_PORT))" \
+    --embedded-etcd-peer-port="$((port - SECURE_PORT + ETCD_PORT + 100))" \
+    --v=2 "$@" >"$dir/kcp.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
   local start=$SECONDS
   until kubectl --kubeconfig "$dir/admin.kubeconfig" --context system:admin get --raw /readyz >/dev/null 2>&1; do
-    kill -0 "$PID" 2>/dev/null || { echo "$name: kcp exited, see $dir/kcp.log" >&2; tail -20 "$dir/kcp.log" >&2; exit 1; }
-    [ $((SECONDS - start)) -lt 300 ] || { echo "$name: not ready after 300s, see $dir/kcp.log" >&2; exit 1; }
+    kill -0 "$pid" 2>/dev/null || { echo "$dir: kcp exited, see $dir/kcp.log" >&2; tail -20 "$dir/kcp.log" >&2; return 1; }
+    [ $((SECONDS - start)) -lt 300 ] || { echo "$dir: not ready after 300s, see $dir/kcp.log" >&2; return 1; }
     sleep 2 # polling a child process's readiness, with the deadline above
   done
-  echo "$name: /readyz ok after $((SECONDS - start))s"
-  # Settled: the counts are the same twice, 10s apart.
-  local prev= cur
+  echo "$dir: /readyz ok after $((SECONDS - start))s"
+}
+
+settled_counts() { # kubeconfig shard: the counts once they are the same twice, 10s apart
+  local prev= cur start=$SECONDS
   while :; do
-    cur=$(for t in "${TYPES[@]}"; do count "$name" "$t"; done | tr '\n' ' ')
+    cur=$(for t in "${TYPES[@]}"; do count "$1" "$2" "$t"; done | tr '\n' ' ')
     [ "$cur" != "$prev" ] || break
     [ $((SECONDS - start)) -lt 300 ] || break
     prev=$cur
     sleep 10 # waiting for replication to settle, with the deadline above
   done
-  echo "$cur" >"$dir/counts"
-  kubectl --kubeconfig "$dir/admin.kubeconfig" --context system:admin get --raw /readyz?verbose >"$dir/readyz" 2>&1 || true
-  stop_kcp
+  echo "$cur"
+}
+
+run() { # name binary
+  local name=$1 bin=$2 dir=$WORK/$1
+  rm -rf "$dir"
+  start_kcp "$dir/root" "$SECURE_PORT" "$bin"
+  # The in-process cache, as root's shard admin (system:masters): kcp's cache client adds
+  # /services/cache itself, so the server is the shard's bare address.
+  kubectl --kubeconfig "$dir/root/admin.kubeconfig" config view --raw --flatten --minify --context system:admin >"$dir/cache.kubeconfig"
+  kubectl --kubeconfig "$dir/cache.kubeconfig" config set-cluster "$(kubectl --kubeconfig "$dir/cache.kubeconfig" config view -o jsonpath='{.clusters[0].name}')" \
+    --server="https://127.0.0.1:$SECURE_PORT" >/dev/null
+  settled_counts "$dir/cache.kubeconfig" root >"$dir/counts-root"
+  kubectl --kubeconfig "$dir/root/admin.kubeconfig" --context system:admin get --raw '/readyz?verbose' >"$dir/root/readyz" 2>&1 || true
+  if [ -z "${NO_SECOND_SHARD:-}" ]; then
+    # An unpatched kcp shard using that cache: it reads root's objects from it (its
+    # global informers) and replicates its own into partition shard-1.
+    if start_kcp "$dir/shard-1" "$((SECURE_PORT + 1))" "$STOCK_BIN" --shard-name=shard-1 \
+      --root-shard-kubeconfig-file="$dir/root/admin.kubeconfig" --cache-kubeconfig="$dir/cache.kubeconfig"; then
+      settled_counts "$dir/cache.kubeconfig" shard-1 >"$dir/counts-shard-1"
+    else
+      for t in "${TYPES[@]}"; do echo -n "x "; done >"$dir/counts-shard-1"
+    fi
+  fi
+  stop_all
 }
 
 run stock "$STOCK_BIN"
 run ours "$OURS_BIN"
 
-read -r -a stock <"$WORK/stock/counts"
-read -r -a ours <"$WORK/ours/counts"
-printf '%-66s %8s %8s\n' "shard root's partition of the in-process cache" "kcp's" "ours"
+# Side by side: shard root's and shard-1's partitions of root's in-process cache, kcp's and ours
+# ("-": not served, "x": shard-1 did not become ready).
+read -r -a stock_root <"$WORK/stock/counts-root"
+read -r -a ours_root <"$WORK/ours/counts-root"
+read -r -a stock_s1 <"$WORK/stock/counts-shard-1" 2>/dev/null || stock_s1=()
+read -r -a ours_s1 <"$WORK/ours/counts-shard-1" 2>/dev/null || ours_s1=()
+printf '%-62s %12s %12s %12s %12s\n' "type" "root(kcp's)" "root(ours)" "shard-1(kcp's)" "shard-1(ours)"
 for i in "${!TYPES[@]}"; do
-  printf '%-66s %8s %8s\n' "${TYPES[$i]}" "${stock[$i]}" "${ours[$i]}"
+  printf '%-62s %12s %12s %12s %12s\n' "${TYPES[$i]}" "${stock_root[$i]}" "${ours_root[$i]}" "${stock_s1[$i]:-}" "${ours_s1[$i]:-}"
 done
