@@ -115,9 +115,10 @@ func (s *Server) installCacheServer(ctx context.Context) error {
 		return err
 	}
 
-	// The shard's objects, read through kcp's own loopback as kcp's
-	// replication controller reads them.
-	localClient, err := kcpcacheclient.NewForConfigWithPaths(rest.CopyConfig(s.GenericConfig.LoopbackClientConfig),
+	// The shard's objects, read as kcp's controllers read them: through the
+	// loopback with the identities of kcp's own exports injected into
+	// wildcard requests (shards, workspacetypes... are bound APIs).
+	localClient, err := kcpcacheclient.NewForConfigWithPaths(rest.CopyConfig(s.IdentityConfig),
 		func(scope kcpcache.Scope) string { return "/clusters/" + scope.Cluster })
 	if err != nil {
 		return err
