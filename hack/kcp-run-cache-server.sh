@@ -242,6 +242,12 @@ run() { # name binary
     if start_kcp "$dir/shard-1" "$((SECURE_PORT + 1))" "$STOCK_BIN" --shard-name=shard-1 \
       --root-shard-kubeconfig-file="$dir/root/admin.kubeconfig" --cache-kubeconfig="$dir/cache.kubeconfig"; then
       settled_counts "$dir/cache.kubeconfig" shard-1 >"$dir/counts-shard-1"
+      # Read: shard-1's kcp-start-informers waits for its informers on the cache (root's
+      # APIExports, Shards, WorkspaceTypes...) to sync. Written back: root's Shard object for
+      # shard-1, replicated into root's partition.
+      echo "$name: shard-1 $(kubectl --kubeconfig "$dir/shard-1/admin.kubeconfig" --context system:admin get --raw '/readyz?verbose' | grep kcp-start-informers)"
+      echo "$name: shards in root's partition after shard-1 joined: $(kubectl --kubeconfig "$dir/cache.kubeconfig" get --raw \
+        '/services/cache/shards/root/clusters/*/apis/core.kcp.io/v1alpha1/shards' | jq -c '[.items[].metadata.name]')"
     else
       for t in "${TYPES[@]}"; do echo -n "x "; done >"$dir/counts-shard-1"
     fi
