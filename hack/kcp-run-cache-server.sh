@@ -23,7 +23,8 @@
 #   4. Unless NO_SECOND_SHARD is set, starts an unpatched kcp shard shard-1 with
 #      --cache-kubeconfig pointing at that root's cache (root's shard-admin credentials) and
 #      --root-shard-kubeconfig-file at root's admin kubeconfig, waits for its /readyz and
-#      counts its partition, shard-1, in the same cache. Prints the four columns side by side.
+#      counts its partition, shard-1, in the same cache. Prints the four columns side by side
+#      and exits 1 when shard root's partition differs between kcp's cache and ours.
 #
 # Needs go, kubectl and jq. Ports on 127.0.0.1: SECURE_PORT (default 16443) and +1 for
 # shard-1; embedded etcd ETCD_PORT (default 12379) and +1, peers +100. One run at a time.
@@ -268,3 +269,9 @@ printf '%-62s %12s %12s %12s %12s\n' "type" "root(kcp's)" "root(ours)" "shard-1(
 for i in "${!TYPES[@]}"; do
   printf '%-62s %12s %12s %12s %12s\n' "${TYPES[$i]}" "${stock_root[$i]}" "${ours_root[$i]}" "${stock_s1[$i]:-}" "${ours_s1[$i]:-}"
 done
+
+# The proof fails when shard root's partition differs between kcp's cache and ours.
+if [ "${stock_root[*]}" != "${ours_root[*]}" ]; then
+  echo "shard root's partition differs between kcp's in-process cache and ours" >&2
+  exit 1
+fi
