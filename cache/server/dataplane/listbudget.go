@@ -64,6 +64,10 @@ type listBudget struct {
 	active, listed int
 	lastReturn     time.Time
 	returnPending  bool
+	// returnTimer is the pending memory return, stopped by stop so that
+	// nothing of the budget runs after the registry is destroyed.
+	returnTimer *time.Timer
+	stopped     bool
 }
 
 type listWaiter struct {
@@ -188,15 +192,15 @@ func (b *listBudget) end(ctx context.Context, listed int) {
 // collection's heap goal allows; after a burst nothing allocates, no
 // collection runs, and the process would keep its peak size for minutes.
 func (b *listBudget) maybeReturnMemoryLocked(logger klog.Logger) {
-	if !b.limits.ReturnMemory || b.returnPending || b.active > 0 || b.listed < memoryReturnAfterObjects {
+	if !b.limits.ReturnMemory || b.stopped || b.returnPending || b.active > 0 || b.listed < memoryReturnAfterObjects {
 		return
 	}
 	b.returnPending = true
 	wait := max(memoryReturnQuiet, time.Until(b.lastReturn.Add(memoryReturnInterval)))
-	time.AfterFunc(wait, func() {
+	b.returnTimer = time.AfterFunc(wait, func() {
 		b.mu.Lock()
 		b.returnPending = false
-		if b.active > 0 {
+		if b.active > 0 || b.stopped {
 			// A new burst: its end schedules again.
 			b.mu.Unlock()
 			return
@@ -208,6 +212,16 @@ func (b *listBudget) maybeReturnMemoryLocked(logger klog.Logger) {
 		b.freeOSMemory()
 		logger.V(2).Info("Returned memory to the operating system after LISTs", "listedObjects", listed, "took", time.Since(start))
 	})
+}
+
+// stop cancels a pending memory return and schedules no more.
+func (b *listBudget) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopped = true
+	if b.returnTimer != nil {
+		b.returnTimer.Stop()
+	}
 }
 
 // listReservationKey carries a LIST's reservation from the HTTP handler,

@@ -213,9 +213,10 @@ func (r *Registry) ReadinessCheck() error {
 	return nil
 }
 
-// Destroy stops every store's watch cache. The registry serves nothing
-// afterwards.
+// Destroy stops every store's watch cache and the LIST budget's pending
+// memory return. The registry serves nothing afterwards.
 func (r *Registry) Destroy() {
+	r.lists.stop()
 	r.mu.Lock()
 	r.destroyed = true
 	all := r.served
