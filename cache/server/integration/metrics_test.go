@@ -2,13 +2,11 @@ package integration_test
 
 import (
 	"bufio"
-	"context"
 	"strconv"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
@@ -17,19 +15,8 @@ import (
 // fragment in labels.
 func metricSum(t *testing.T, srv *cachetest.Server, name string, labels ...string) float64 {
 	t.Helper()
-	client, err := rest.HTTPClientFor(srv.Config())
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := newRequest(context.Background(), "GET", srv.Config().Host+"/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+srv.Config().BearerToken)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var sum float64
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(strings.NewReader(scrape(t, srv)))
 	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
 	for sc.Scan() {
 		line := sc.Text()

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -140,6 +141,10 @@ func scrape(t *testing.T, srv *cachetest.Server) string {
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A refused scrape would read as no samples at all.
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
 	}
 	return string(body)
 }
