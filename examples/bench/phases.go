@@ -503,13 +503,19 @@ func (b *bench) storedValues(ctx context.Context, prefix string, from, to int) (
 	return out, nil
 }
 
-// rawPuts writes each value under rawPrefix+key with conc workers.
-func (b *bench) rawPuts(ctx context.Context, values []keyValue, conc int) (time.Duration, error) {
-	var next = make(chan keyValue, len(values))
+// queueOf returns a closed channel holding values, for workers to drain.
+func queueOf(values []keyValue) <-chan keyValue {
+	next := make(chan keyValue, len(values))
 	for _, v := range values {
 		next <- v
 	}
 	close(next)
+	return next
+}
+
+// rawPuts writes each value under rawPrefix+key with conc workers.
+func (b *bench) rawPuts(ctx context.Context, values []keyValue, conc int) (time.Duration, error) {
+	next := queueOf(values)
 	start := time.Now()
 	err := parallel(conc, func() error {
 		for v := range next {
@@ -526,11 +532,7 @@ func (b *bench) rawPuts(ctx context.Context, values []keyValue, conc int) (time.
 // workers, each as the transaction upstream's etcd storage sends for a
 // create: put if the key's mod revision is 0, else read it.
 func (b *bench) rawCreateTxns(ctx context.Context, values []keyValue, conc int) (time.Duration, error) {
-	var next = make(chan keyValue, len(values))
-	for _, v := range values {
-		next <- v
-	}
-	close(next)
+	next := queueOf(values)
 	start := time.Now()
 	err := parallel(conc, func() error {
 		for v := range next {
