@@ -1,0 +1,133 @@
+package cache
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// A cache hierarchy is several named caches ("regions") that mirror each
+// other. Each shard pushes to one cache, its home; every other cache that
+// peers with the home pulls the home's partitions and serves them too. The
+// names below are what caches, shards and readers of a hierarchy share.
+const (
+	// AnnotationHome is set on every mirrored copy: the name of the cache
+	// that is the home of the copy's partition, where the shard writes it.
+	// A copy without it was written at the cache that holds it.
+	AnnotationHome = "cache.kcp.io/home"
+
+	// AnnotationHomeResourceVersion records, on a mirrored copy, the
+	// resourceVersion of the object at its home when the copy was written.
+	AnnotationHomeResourceVersion = "cache.kcp.io/home-resource-version"
+
+	// CacheNameHeader names the cache that answered, on every response of a
+	// cache that has a name (--cache-name).
+	CacheNameHeader = "Kcp-Cache-Name"
+
+	// HomeRevisionHeader says, for a read of data, which state of each home
+	// the answer reflects: a comma-separated list of
+	// "<home>=<home epoch>/<revision>" (FormatHomeRevisions). At the home
+	// itself the revision is that of the last change to the data read, which
+	// the answer includes; at a mirror it is the home revision the mirror
+	// has applied every change up to. A reader that has seen revision R of a
+	// home (in that home's epoch) and is then answered with a lower one by
+	// another cache would be going back in time: cache/client refuses such
+	// an answer.
+	HomeRevisionHeader = "Kcp-Cache-Home-Revision"
+
+	// FreshnessAgeHeader says, on a read served from a mirror without a
+	// freshness check (resourceVersion set, "0" included), how long ago
+	// each home last confirmed the mirror's copy: "<home>=<seconds>", comma
+	// separated, seconds with millisecond precision.
+	FreshnessAgeHeader = "Kcp-Cache-Freshness-Age"
+
+	// PeerUserPrefix starts the user name a peer cache authenticates as:
+	// cache c reads its peers as PeerUserPrefix+c. Peers read every
+	// partition and write none (mirrors pull; they never push).
+	PeerUserPrefix = "system:kcp:cache:peer:"
+
+	// RevisionPath answers a home's revision of one shard's data of one
+	// resource: GET RevisionPath?shard=<shard or *>&resource=<resource.group>
+	// returns a HomeRevisionAnswer covering every write the cache had
+	// acknowledged when the request arrived.
+	RevisionPath = "/kcp-cache/revision"
+)
+
+// PeerUser is the user name cache authenticates as at its peers.
+func PeerUser(cache string) string { return PeerUserPrefix + cache }
+
+// PeerFromUser returns the cache a user name is the peer identity of.
+func PeerFromUser(name string) (string, bool) {
+	cache, ok := strings.CutPrefix(name, PeerUserPrefix)
+	if !ok || ValidateCacheName(cache) != nil {
+		return "", false
+	}
+	return cache, true
+}
+
+// ValidateCacheName checks a cache's name: a DNS label, because it appears
+// in user names, annotations and headers.
+func ValidateCacheName(name string) error {
+	if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+		return fmt.Errorf("cache name %q: %s", name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// HomeRevisionAnswer is the body of a RevisionPath answer.
+type HomeRevisionAnswer struct {
+	// Cache and Epoch name the answering cache and its epoch; revisions of
+	// two epochs are not comparable.
+	Cache string `json:"cache"`
+	Epoch string `json:"epoch"`
+	// Revision is the revision of the last change to the asked data that
+	// the cache knows of (at least the revision at which the data last
+	// changed, and every write acknowledged before the request is covered).
+	Revision int64 `json:"revision"`
+}
+
+// HomeRevision is one entry of HomeRevisionHeader.
+type HomeRevision struct {
+	Home     string
+	Epoch    string
+	Revision int64
+}
+
+// FormatHomeRevisions renders entries for HomeRevisionHeader, sorted by home.
+func FormatHomeRevisions(entries []HomeRevision) string {
+	sorted := append([]HomeRevision(nil), entries...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Home < sorted[j].Home })
+	parts := make([]string, 0, len(sorted))
+	for _, e := range sorted {
+		parts = append(parts, e.Home+"="+e.Epoch+"/"+strconv.FormatInt(e.Revision, 10))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ParseHomeRevisions reads a HomeRevisionHeader value.
+func ParseHomeRevisions(value string) ([]HomeRevision, error) {
+	var out []HomeRevision
+	for _, part := range strings.Split(value, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		home, rest, ok := strings.Cut(part, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s entry %q has no \"=\"", HomeRevisionHeader, part)
+		}
+		slash := strings.LastIndex(rest, "/")
+		if slash < 0 {
+			return nil, fmt.Errorf("%s entry %q has no epoch/revision", HomeRevisionHeader, part)
+		}
+		rev, err := strconv.ParseInt(rest[slash+1:], 10, 64)
+		if err != nil || rev < 0 {
+			return nil, fmt.Errorf("%s entry %q: revision is not a non-negative integer", HomeRevisionHeader, part)
+		}
+		out = append(out, HomeRevision{Home: home, Epoch: rest[:slash], Revision: rev})
+	}
+	return out, nil
+}
