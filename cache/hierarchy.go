@@ -47,7 +47,7 @@ const (
 	// PeerUserPrefix starts the user name a peer cache authenticates as:
 	// cache c reads its peers as PeerUserPrefix+c. Peers read every
 	// partition and write none (mirrors pull; they never push).
-	PeerUserPrefix = "system:kcp:cache:peer:"
+	PeerUserPrefix = "system:kcp:cache:"
 
 	// RevisionPath answers a home's revision of one shard's data of one
 	// resource: GET RevisionPath?shard=<shard or *>&resource=<resource.group>
