@@ -50,6 +50,8 @@ type Options struct {
 	Removal *RemovalOptions
 	// Limits bound the requests and LISTs served at once.
 	Limits *LimitOptions
+	// Hierarchy names the cache and its peers in a hierarchy of caches.
+	Hierarchy *HierarchyOptions
 
 	// BootstrapTypes names the types of the kcp profile (kcpcache.KcpTypes)
 	// served from the start, as "resource.group"; "*" is all of them, the
@@ -99,6 +101,7 @@ func NewOptions() *Options {
 		EmbeddedEtcd:   NewEmbeddedEtcdOptions(),
 		Removal:        NewRemovalOptions(),
 		Limits:         NewLimitOptions(),
+		Hierarchy:      NewHierarchyOptions(),
 		BootstrapTypes: []string{kcpcache.Wildcard},
 	}
 	o.SecureServing.BindPort = DefaultSecurePort
@@ -133,6 +136,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	o.EmbeddedEtcd.AddFlags(fss.FlagSet("Embedded etcd"))
 	o.Removal.AddFlags(fss.FlagSet("Data removal"))
 	o.Limits.AddFlags(fss.FlagSet("Limits"))
+	o.Hierarchy.AddFlags(fss.FlagSet("Cache hierarchy"))
 	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
 		"Upstream feature gates to set, as key=value pairs. The cache server turns ListFromCacheSnapshot off by default (it keeps watch cache snapshots nobody reads from a cache).")
 }
@@ -186,6 +190,7 @@ func (o CompletedOptions) Validate() []error {
 	errs = append(errs, o.Audit.Validate()...)
 	errs = append(errs, o.Removal.Validate()...)
 	errs = append(errs, o.Limits.Validate()...)
+	errs = append(errs, o.Hierarchy.Validate()...)
 	errs = append(errs, o.EmbeddedEtcd.ValidateStorage(!o.EmbeddedEtcd.Enabled)...)
 	if o.EmbeddedEtcd.Enabled {
 		// The embedded member is filled in as the server list later; the

@@ -30,6 +30,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
@@ -74,6 +75,20 @@ type ExtraConfig struct {
 	// Lists bound the LISTs of cached types served at once (the LIST
 	// budget); NewConfig takes them from the options.
 	Lists dataplane.ListLimits
+
+	// Hierarchy names this cache and the peers it mirrors; NewConfig takes
+	// it from the options. No name and no peers: a cache on its own.
+	Hierarchy HierarchyConfig
+}
+
+// HierarchyConfig is a cache's place in a hierarchy of caches.
+type HierarchyConfig struct {
+	// Name is this cache's name (--cache-name); empty without peers.
+	Name string
+	// Peers are the caches whose home partitions this cache mirrors.
+	Peers []mirror.Peer
+	// FreshnessWait bounds a consistent read's wait for the mirror.
+	FreshnessWait time.Duration
 }
 
 // derivedConfig is what NewConfig derives from the options: files it wrote
@@ -267,6 +282,10 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	hierarchy, err := hierarchyConfig(opts.Hierarchy)
+	if err != nil {
+		return nil, err
+	}
 	cfg := &Config{
 		Apiextensions: &apiextensionsapiserver.Config{
 			GenericConfig: generic,
@@ -285,6 +304,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 				WaitTimeout:        opts.Limits.ListWaitTimeout,
 				ReturnMemory:       opts.Limits.ReturnMemoryAfterLists,
 			},
+			Hierarchy: hierarchy,
 		},
 		derived: derived,
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
 
@@ -21,6 +22,10 @@ type handlerChain struct {
 	bootstrapped sets.Set[string]
 	// syntheticDelay holds every request back (kcp's --synthetic-delay).
 	syntheticDelay time.Duration
+	// mirror and cacheName place the cache in a hierarchy; nil and "" for
+	// a cache on its own.
+	mirror    *mirror.Mirror
+	cacheName string
 }
 
 // build is the server's BuildHandlerChainFunc: upstream's default chain
@@ -37,9 +42,13 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 		CheckCRDDeletion:    removal.NewCRDDeletion(h.bootstrapped, gc.LoopbackClientConfig).Check,
 	}
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
+	if h.mirror != nil {
+		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Codecs: apiextensionsapiserver.Codecs})
+	}
 	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)
 	chain = filters.WithPartition(chain, apiextensionsapiserver.Codecs)
 	chain = filters.WithEpoch(chain, h.epoch)
+	chain = filters.WithCacheName(chain, h.cacheName)
 	return filters.WithSyntheticDelay(chain, h.syntheticDelay)
 }

@@ -181,6 +181,7 @@ func (s *Server) startLoops(ctx context.Context, c CompletedConfig, crdInformer 
 		{TypeReaperHookName, typeReaper.Run},
 		{EpochHookName, s.epoch.Run},
 		{ShardMetricsHookName, shardMetrics.Run},
+		{MirrorHookName, s.runMirror},
 	} {
 		if err := s.loops.add(s.GenericAPIServer, l.hook, l.run); err != nil {
 			return err

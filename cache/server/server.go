@@ -18,6 +18,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
 )
@@ -41,9 +42,11 @@ type Server struct {
 	// removal and reading every identity of a published resource at once.
 	etcdClient *clientv3.Client
 	// loops are the server's own background loops.
-	loops       *loops
-	epoch       *epoch.Keeper
-	plane       *dataplane.Registry
+	loops *loops
+	epoch *epoch.Keeper
+	plane *dataplane.Registry
+	// mirror pulls the partitions whose home is a peer; nil without peers.
+	mirror      *mirror.Mirror
 	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
 	hostShardConfig *rest.Config
@@ -116,7 +119,14 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
 		Lists:               c.extra.Lists,
 	})
-	generic.BuildHandlerChainFunc = handlerChain{plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay}.build
+	if s.mirror, err = newMirror(c.extra.Hierarchy, generic.LoopbackClientConfig, s.plane); err != nil {
+		s.plane.Destroy()
+		return nil, err
+	}
+	generic.BuildHandlerChainFunc = handlerChain{
+		plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay,
+		mirror: s.mirror, cacheName: c.extra.Hierarchy.Name,
+	}.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		s.plane.Destroy()

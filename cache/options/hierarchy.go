@@ -1,0 +1,156 @@
+package options
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// DefaultFreshnessWait bounds how long a consistent read of a mirrored
+// partition waits for the mirror to reach its home's revision before it is
+// refused with 503.
+const DefaultFreshnessWait = 5 * time.Second
+
+// HierarchyOptions make the server one cache of a hierarchy: a named cache
+// that mirrors the partitions whose home is one of its peers.
+type HierarchyOptions struct {
+	// CacheName is this cache's name, required with peers: shards whose
+	// home it is are known to the peers by it, and it authenticates to
+	// them as kcpcache.PeerUser(CacheName).
+	CacheName string
+	// Peers are NAME=KUBECONFIG pairs: each peer cache's name and a
+	// kubeconfig (its current context) that reaches it.
+	Peers []string
+	// PeersKubeconfig is one kubeconfig holding every peer: each context is
+	// a peer, named by the context's name.
+	PeersKubeconfig string
+	// FreshnessWait bounds how long a consistent read of a mirrored
+	// partition waits for the mirror to catch up with the home.
+	FreshnessWait time.Duration
+}
+
+// NewHierarchyOptions returns options for a cache without peers.
+func NewHierarchyOptions() *HierarchyOptions {
+	return &HierarchyOptions{FreshnessWait: DefaultFreshnessWait}
+}
+
+// AddFlags adds the flags to fs.
+func (o *HierarchyOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.CacheName, "cache-name", o.CacheName,
+		"This cache's name in a hierarchy of caches (a DNS label, e.g. the region). Required with --peer or --peers-kubeconfig. Answers carry it in the Kcp-Cache-Name header.")
+	fs.StringArrayVar(&o.Peers, "peer", o.Peers,
+		"A peer cache to mirror, as NAME=KUBECONFIG (repeatable): the partitions whose home is that cache are pulled from it and served here. The kubeconfig's current context reaches the peer; its credentials must authenticate as system:kcp:cache:<--cache-name>.")
+	fs.StringVar(&o.PeersKubeconfig, "peers-kubeconfig", o.PeersKubeconfig,
+		"A kubeconfig in which every context is a peer cache to mirror, named by the context's name; combines with --peer.")
+	fs.DurationVar(&o.FreshnessWait, "freshness-wait", o.FreshnessWait,
+		"How long a consistent read (no resourceVersion) of a partition whose home is a peer waits for this cache's mirror to reach the home's revision before it is answered 503.")
+}
+
+// Validate checks names and files without reading the peers' kubeconfigs
+// more than needed to list their contexts.
+func (o *HierarchyOptions) Validate() []error {
+	var errs []error
+	if o.CacheName != "" {
+		if err := kcpcache.ValidateCacheName(o.CacheName); err != nil {
+			errs = append(errs, fmt.Errorf("--cache-name: %w", err))
+		}
+	}
+	if o.FreshnessWait <= 0 {
+		errs = append(errs, fmt.Errorf("--freshness-wait must be positive, got %s", o.FreshnessWait))
+	}
+	peers, err := o.peerFiles()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if len(peers) > 0 && o.CacheName == "" {
+		errs = append(errs, fmt.Errorf("--cache-name is required with --peer or --peers-kubeconfig: peers know this cache's partitions by it"))
+	}
+	if _, ok := peers[o.CacheName]; ok && o.CacheName != "" {
+		errs = append(errs, fmt.Errorf("peer %q is this cache itself (--cache-name)", o.CacheName))
+	}
+	return errs
+}
+
+// peerSource is where one peer's client configuration comes from.
+type peerSource struct {
+	kubeconfig string
+	// context is the context to use; empty means the current one.
+	context string
+}
+
+// peerFiles maps each peer name to where its configuration comes from.
+func (o *HierarchyOptions) peerFiles() (map[string]peerSource, error) {
+	out := map[string]peerSource{}
+	var errs []string
+	for _, p := range o.Peers {
+		name, file, ok := strings.Cut(p, "=")
+		switch {
+		case !ok || file == "":
+			errs = append(errs, fmt.Sprintf("--peer %q is not NAME=KUBECONFIG", p))
+			continue
+		case kcpcache.ValidateCacheName(name) != nil:
+			errs = append(errs, fmt.Sprintf("--peer %q: %v", p, kcpcache.ValidateCacheName(name)))
+			continue
+		}
+		if _, dup := out[name]; dup {
+			errs = append(errs, fmt.Sprintf("peer %q is given twice", name))
+			continue
+		}
+		out[name] = peerSource{kubeconfig: file}
+	}
+	if o.PeersKubeconfig != "" {
+		cfg, err := clientcmd.LoadFromFile(o.PeersKubeconfig)
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("--peers-kubeconfig: %v", err))
+		} else {
+			for name := range cfg.Contexts {
+				if err := kcpcache.ValidateCacheName(name); err != nil {
+					errs = append(errs, fmt.Sprintf("--peers-kubeconfig context %q: %v", name, err))
+					continue
+				}
+				if _, dup := out[name]; dup {
+					errs = append(errs, fmt.Sprintf("peer %q is given twice", name))
+					continue
+				}
+				out[name] = peerSource{kubeconfig: o.PeersKubeconfig, context: name}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+// Peer is one peer cache a completed configuration reaches.
+type Peer struct {
+	Name   string
+	Config *rest.Config
+}
+
+// PeerConfigs reads every peer's kubeconfig, sorted by name.
+func (o *HierarchyOptions) PeerConfigs() ([]Peer, error) {
+	sources, err := o.peerFiles()
+	if err != nil {
+		return nil, err
+	}
+	var out []Peer
+	for name, src := range sources {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: src.kubeconfig}
+		overrides := &clientcmd.ConfigOverrides{CurrentContext: src.context}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("peer %q: %w", name, err)
+		}
+		out = append(out, Peer{Name: name, Config: cfg})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}

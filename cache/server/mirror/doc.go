@@ -1,0 +1,25 @@
+// Package mirror makes a cache one member of a hierarchy of caches
+// ("regions"). Every shard pushes to one cache, its home; a cache given peers
+// pulls from each peer the partitions whose home that peer is and serves
+// them too, so that a region whose cache is lost still has every partition
+// readable elsewhere.
+//
+// What is mirrored: for each peer and each type this cache serves, one
+// stream lists and then watches the peer's wildcard (every shard, every
+// cluster) and applies, in the peer's order, every object the peer holds
+// without kcpcache.AnnotationHome: the ones written there by their shard.
+// Copies the peer itself mirrors are skipped, so a partition is only ever
+// taken from its home and never back to it, and a mesh in which every cache
+// peers with every other (a cycle) cannot echo. A copy here keeps the
+// home's uid, creation time, managed fields and provenance annotations, and
+// gains kcpcache.AnnotationHome and kcpcache.AnnotationHomeResourceVersion.
+// A relist makes the mirror exact: copies of the peer's partitions that the
+// peer no longer holds are deleted.
+//
+// Freshness: each stream records the peer revision it has applied every
+// change up to (list resourceVersions, events, bookmarks). A consistent read
+// of a mirrored partition asks the home for its revision of that data
+// (kcpcache.RevisionPath) and waits until the stream has reached it, or
+// refuses with 503 and a reason; a read that names a resourceVersion is
+// served at once with its freshness in response headers. See filter.go.
+package mirror

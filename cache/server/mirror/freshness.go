@@ -1,0 +1,211 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// The reasons a consistent read of mirrored data is refused, in the causes
+// of its 503 Status.
+const (
+	// ReasonHomeUnreachable: the home did not say its revision in time.
+	ReasonHomeUnreachable = "HomeUnreachable"
+	// ReasonMirrorBehind: the home answered, but the mirror did not reach
+	// its revision in time (or has not listed the type from it yet).
+	ReasonMirrorBehind = "MirrorBehind"
+)
+
+// NotFresh is why one home's part of a consistent read cannot be confirmed.
+type NotFresh struct {
+	Reason   string
+	Home     string
+	Shard    string
+	Resource schema.GroupResource
+	// Want is the home's revision, Have the mirror's; both zero when the
+	// home did not answer.
+	Want, Have int64
+	Err        error
+}
+
+func (e *NotFresh) Error() string {
+	what := fmt.Sprintf("%s of shard %q", e.Resource, e.Shard)
+	if e.Shard == kcpcache.Wildcard {
+		what = fmt.Sprintf("%s of the shards homed at %q", e.Resource, e.Home)
+	}
+	switch e.Reason {
+	case ReasonHomeUnreachable:
+		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
+	default:
+		if e.Want == 0 && e.Have == 0 {
+			return fmt.Sprintf("%s: this cache has not listed it from its home %q yet", what, e.Home)
+		}
+		return fmt.Sprintf("%s: the mirror of home %q is at revision %d, the home at %d", what, e.Home, e.Have, e.Want)
+	}
+}
+
+// askRevision asks the peer for its revision of shard's data of gr.
+func (p *peer) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
+	q := url.Values{"shard": {shard}, "resource": {gr.String()}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.revisionURL+"?"+q.Encode(), nil)
+	if err != nil {
+		return kcpcache.HomeRevisionAnswer{}, err
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return kcpcache.HomeRevisionAnswer{}, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if err != nil {
+		return kcpcache.HomeRevisionAnswer{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	var ans kcpcache.HomeRevisionAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("decoding the revision answer: %w", err)
+	}
+	if ans.Cache != p.name {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.name, ans.Cache)
+	}
+	return ans, nil
+}
+
+// homesOf returns the peers a read of shard must be confirmed with: its
+// home if that is a peer, none if it is this cache, every peer if the
+// shard's home is not known (it may have data at any of them) or for the
+// wildcard.
+func (m *Mirror) homesOf(shard string) []*peer {
+	if shard != kcpcache.Wildcard {
+		if home, ok := m.HomeOf(shard); ok {
+			if p, ok := m.peers[home]; ok {
+				return []*peer{p}
+			}
+			return nil
+		}
+	}
+	out := make([]*peer, 0, len(m.peers))
+	for _, p := range m.peers {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// Confirm confirms a consistent read of shard's data of gr: for each home
+// it depends on, it asks the home for its revision and waits, at most the
+// freshness wait, until the mirror has applied it. It returns the revision
+// of each home the answer will reflect, or why it cannot confirm them.
+func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResource) ([]kcpcache.HomeRevision, []*NotFresh) {
+	homes := m.homesOf(shard)
+	if len(homes) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.FreshnessWait)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		entries []kcpcache.HomeRevision
+		failed  []*NotFresh
+		wg      sync.WaitGroup
+	)
+	for _, p := range homes {
+		wg.Go(func() {
+			entry, nf := m.confirmWith(ctx, p, shard, gr)
+			mu.Lock()
+			defer mu.Unlock()
+			result := "fresh"
+			if nf != nil {
+				failed = append(failed, nf)
+				result = nf.Reason
+			} else {
+				entries = append(entries, entry)
+			}
+			freshnessChecks.WithLabelValues(p.name, result).Inc()
+		})
+	}
+	wg.Wait()
+	sort.Slice(failed, func(i, j int) bool { return failed[i].Home < failed[j].Home })
+	return entries, failed
+}
+
+func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
+	nf := &NotFresh{Home: p.name, Shard: shard, Resource: gr}
+	ans, err := p.askRevision(ctx, shard, gr)
+	if err != nil {
+		nf.Reason, nf.Err = ReasonHomeUnreachable, err
+		return kcpcache.HomeRevision{}, nf
+	}
+	s := p.stream(gr)
+	if s == nil {
+		nf.Reason, nf.Want = ReasonMirrorBehind, ans.Revision
+		return kcpcache.HomeRevision{}, nf
+	}
+	applied, ok := s.waitApplied(ctx, ans.Revision, ans.Epoch)
+	if !ok {
+		nf.Reason, nf.Want, nf.Have = ReasonMirrorBehind, ans.Revision, applied
+		return kcpcache.HomeRevision{}, nf
+	}
+	s.confirm()
+	return kcpcache.HomeRevision{Home: p.name, Epoch: ans.Epoch, Revision: applied}, nil
+}
+
+// Stale returns, for a read of shard's data of gr that is served without a
+// check, the revision of each peer home the copy reflects and how long ago
+// that home last confirmed it. A home whose type has not been listed yet
+// is reported with revision 0.
+func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRevision, map[string]time.Duration) {
+	var entries []kcpcache.HomeRevision
+	ages := map[string]time.Duration{}
+	for _, p := range m.homesOf(shard) {
+		s := p.stream(gr)
+		if s == nil {
+			continue
+		}
+		applied, epoch, at := s.state()
+		if at.IsZero() {
+			continue
+		}
+		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: applied})
+		ages[p.name] = time.Since(at)
+	}
+	return entries, ages
+}
+
+// FormatAges renders ages for kcpcache.FreshnessAgeHeader.
+func FormatAges(ages map[string]time.Duration) string {
+	homes := make([]string, 0, len(ages))
+	for h := range ages {
+		homes = append(homes, h)
+	}
+	sort.Strings(homes)
+	parts := make([]string, 0, len(homes))
+	for _, h := range homes {
+		parts = append(parts, fmt.Sprintf("%s=%.3f", h, ages[h].Seconds()))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// statusCauses turns refusals into the causes of a 503 Status: one cause
+// per home, its type the reason.
+func statusCauses(failed []*NotFresh) []metav1.StatusCause {
+	out := make([]metav1.StatusCause, 0, len(failed))
+	for _, f := range failed {
+		out = append(out, metav1.StatusCause{Type: metav1.CauseType(f.Reason), Message: f.Error(), Field: f.Home})
+	}
+	return out
+}

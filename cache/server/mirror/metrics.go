@@ -1,0 +1,62 @@
+package mirror
+
+import (
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+var (
+	appliedRevision = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "applied_revision",
+		Help:           "The peer revision up to which every change of the type is applied here.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "resource"})
+	objects = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "objects",
+		Help:           "Copies whose home is the peer, per type, at the last list.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "resource"})
+	writes = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "writes_total",
+		Help:           "Writes of mirrored copies, by peer and kind of write.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "write"})
+	streamRestarts = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "stream_restarts_total",
+		Help:           "Mirror streams that failed and started over with a list.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer"})
+	homeInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "shard_home_info",
+		Help:           "1 for each shard and the cache that is its home, as this cache knows it.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"shard", "home"})
+	freshnessChecks = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "freshness_checks_total",
+		Help:           "Consistent reads of mirrored data, by home and result (fresh, or the reason of the 503).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"home", "result"})
+	confirmedAge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "confirmed_age_seconds",
+		Help:           "Seconds since the peer last confirmed the copy of a type (event, bookmark, list or freshness check), at the last scrape of the mirror's state.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer", "resource"})
+)
+
+func init() {
+	legacyregistry.MustRegister(appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge)
+}

@@ -1,0 +1,198 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
+)
+
+// defaultTypeInterval is how often the mirror looks for types this cache
+// started serving (a CRD created at runtime) and starts streams for them.
+const defaultTypeInterval = 10 * time.Second
+
+// Peer is a cache to mirror.
+type Peer struct {
+	// Name is the peer's --cache-name: the home its shards' copies name.
+	Name string
+	// Config reaches the peer, authenticated as kcpcache.PeerUser(self).
+	Config *rest.Config
+}
+
+// Config is what a Mirror needs.
+type Config struct {
+	// Self is this cache's name.
+	Self string
+	// Peers are the caches whose home partitions are mirrored here.
+	Peers []Peer
+	// Local reaches this cache as system:masters (the loopback client): the
+	// mirror writes its copies there, in the partitions they belong to.
+	Local *rest.Config
+	// Resources returns the types this cache serves; each is mirrored from
+	// every peer that serves it too.
+	Resources func() []schema.GroupVersionResource
+	// FreshnessWait bounds a consistent read's wait for the mirror.
+	FreshnessWait time.Duration
+	// TypeInterval is how often new types are picked up; zero means ten
+	// seconds.
+	TypeInterval time.Duration
+}
+
+// Mirror pulls the partitions whose home is a peer, and knows how fresh its
+// copies are.
+type Mirror struct {
+	cfg   Config
+	local *client.ClusterClient
+	peers map[string]*peer
+
+	// homes maps a shard to the cache that is its home, as learnt from the
+	// data: a shard seen in a peer's own objects is homed there, a shard
+	// that wrote here is homed here.
+	homesMu sync.RWMutex
+	homes   map[string]string
+}
+
+// peer is one peer and its streams.
+type peer struct {
+	name   string
+	client *client.ClusterClient
+	// http and revisionURL ask the peer for its revision of some data.
+	http        *http.Client
+	revisionURL string
+
+	mu      sync.Mutex
+	streams map[schema.GroupResource]*stream
+}
+
+// New builds a Mirror; Run starts it.
+func New(cfg Config) (*Mirror, error) {
+	if err := kcpcache.ValidateCacheName(cfg.Self); err != nil {
+		return nil, err
+	}
+	if cfg.Local == nil || cfg.Resources == nil {
+		return nil, errors.New("mirror: a local client config and the served resources are required")
+	}
+	if cfg.FreshnessWait <= 0 {
+		return nil, errors.New("mirror: the freshness wait must be positive")
+	}
+	if cfg.TypeInterval == 0 {
+		cfg.TypeInterval = defaultTypeInterval
+	}
+	local, err := client.NewForConfig(cfg.Local)
+	if err != nil {
+		return nil, err
+	}
+	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: map[string]string{}}
+	for _, p := range cfg.Peers {
+		if p.Name == cfg.Self {
+			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
+		}
+		if _, dup := m.peers[p.Name]; dup {
+			return nil, fmt.Errorf("mirror: peer %q given twice", p.Name)
+		}
+		c, err := client.NewForConfig(p.Config)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
+		}
+		hc, err := rest.HTTPClientFor(p.Config)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
+		}
+		m.peers[p.Name] = &peer{
+			name: p.Name, client: c, http: hc,
+			revisionURL: p.Config.Host + kcpcache.RevisionPath,
+			streams:     map[schema.GroupResource]*stream{},
+		}
+	}
+	return m, nil
+}
+
+// Self is this cache's name.
+func (m *Mirror) Self() string { return m.cfg.Self }
+
+// Run mirrors until ctx ends, and returns once every stream has stopped.
+func (m *Mirror) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithName("mirror")
+	ctx = klog.NewContext(ctx, logger)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ticker := time.NewTicker(m.cfg.TypeInterval)
+	defer ticker.Stop()
+	for {
+		for _, gvr := range m.cfg.Resources() {
+			for _, p := range m.peers {
+				if s, added := p.addStream(gvr, m); added {
+					logger.V(2).Info("Mirroring a type", "peer", p.name, "resource", gvr.GroupResource().String())
+					wg.Go(func() { s.run(ctx) })
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// addStream returns the stream of gvr, and whether it is new.
+func (p *peer) addStream(gvr schema.GroupVersionResource, m *Mirror) (*stream, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s, ok := p.streams[gvr.GroupResource()]; ok {
+		return s, false
+	}
+	s := newStream(m, p, gvr)
+	p.streams[gvr.GroupResource()] = s
+	return s, true
+}
+
+// stream returns the stream of gr, nil if there is none.
+func (p *peer) stream(gr schema.GroupResource) *stream {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.streams[gr]
+}
+
+// HomeOf returns the cache that is shard's home, as far as this cache knows.
+func (m *Mirror) HomeOf(shard string) (string, bool) {
+	m.homesMu.RLock()
+	defer m.homesMu.RUnlock()
+	h, ok := m.homes[shard]
+	return h, ok
+}
+
+// setHome records that home is shard's home. A change of home is logged:
+// it is either a hand-over or two caches that both receive the shard.
+func (m *Mirror) setHome(ctx context.Context, shard, home string) {
+	m.homesMu.RLock()
+	old, ok := m.homes[shard]
+	m.homesMu.RUnlock()
+	if ok && old == home {
+		return
+	}
+	m.homesMu.Lock()
+	m.homes[shard] = home
+	m.homesMu.Unlock()
+	if ok {
+		klog.FromContext(ctx).Info("A shard's home changed", "shard", shard, "from", old, "to", home)
+	}
+	homeInfo.WithLabelValues(shard, home).Set(1)
+	if ok {
+		homeInfo.DeleteLabelValues(shard, old)
+	}
+}
+
+// RecordLocalWrite records that shard wrote here: this cache is its home.
+func (m *Mirror) RecordLocalWrite(ctx context.Context, shard string) {
+	m.setHome(ctx, shard, m.cfg.Self)
+}

@@ -1,0 +1,198 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// stream mirrors one type of one peer: a list of the peer's wildcard, then a
+// watch from the list's resourceVersion, applied in order, one object at a
+// time. Applying in order is what makes the applied revision meaningful:
+// every change of the peer up to it is here.
+type stream struct {
+	m    *Mirror
+	peer *peer
+	gvr  schema.GroupVersionResource
+
+	mu sync.Mutex
+	// applied is the peer revision every change of the type up to which is
+	// applied here; 0 before the first list.
+	applied int64
+	// epoch is the peer's epoch in which applied was reached.
+	epoch string
+	// confirmedAt is when the peer last confirmed the copy: a list, an
+	// event, a bookmark, or a freshness check it passed.
+	confirmedAt time.Time
+	// advanced is closed and replaced whenever applied moves.
+	advanced chan struct{}
+}
+
+func newStream(m *Mirror, p *peer, gvr schema.GroupVersionResource) *stream {
+	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{})}
+}
+
+// state returns what the stream has applied and when it was confirmed.
+func (s *stream) state() (applied int64, epoch string, confirmedAt time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied, s.epoch, s.confirmedAt
+}
+
+// advance records that every change up to rev is applied.
+func (s *stream) advance(rev int64, epoch string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.confirmedAt = time.Now()
+	if epoch != s.epoch {
+		// A new epoch of the peer starts a new sequence of revisions.
+		s.epoch, s.applied = epoch, rev
+	} else if rev > s.applied {
+		s.applied = rev
+	}
+	close(s.advanced)
+	s.advanced = make(chan struct{})
+	appliedRevision.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(s.applied))
+}
+
+// confirm records a freshness check the copy passed.
+func (s *stream) confirm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.confirmedAt = time.Now()
+}
+
+// waitApplied waits until the stream has applied rev in epoch, or ctx ends.
+func (s *stream) waitApplied(ctx context.Context, rev int64, epoch string) (int64, bool) {
+	for {
+		s.mu.Lock()
+		applied, current, ch := s.applied, s.epoch, s.advanced
+		s.mu.Unlock()
+		if current == epoch && applied >= rev {
+			return applied, true
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if current != epoch {
+				return 0, false
+			}
+			return applied, false
+		}
+	}
+}
+
+// run lists and watches until ctx ends, starting over after any failure.
+func (s *stream) run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("peer", s.peer.name, "resource", s.gvr.GroupResource().String())
+	ctx = klog.NewContext(ctx, logger)
+	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 7, Cap: 10 * time.Second}
+	delay := backoff
+	for ctx.Err() == nil {
+		err := s.listAndWatch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			delay = backoff
+			continue
+		}
+		logger.V(2).Info("Mirror stream interrupted; starting over", "err", err)
+		streamRestarts.WithLabelValues(s.peer.name).Inc()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay.Step()):
+		}
+	}
+}
+
+// listAndWatch makes the copies of the peer's home objects exact, then
+// follows the peer's changes until the watch ends. It returns nil when the
+// watch ended in a way that only needs a new list (expired resourceVersion).
+func (s *stream) listAndWatch(ctx context.Context) error {
+	res := s.peer.client.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
+	list, err := res.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("listing at the peer: %w", err)
+	}
+	epoch, _ := s.peer.client.Epochs().Current()
+	rev, err := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return fmt.Errorf("the peer's list resourceVersion %q is not a revision: %w", list.GetResourceVersion(), err)
+	}
+	if err := s.converge(ctx, list.Items); err != nil {
+		return err
+	}
+	s.advance(rev, epoch)
+
+	resourceVersion := list.GetResourceVersion()
+	for ctx.Err() == nil {
+		w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: resourceVersion, AllowWatchBookmarks: true})
+		if err != nil {
+			return fmt.Errorf("watching the peer: %w", err)
+		}
+		resourceVersion, err = s.follow(ctx, w, resourceVersion)
+		w.Stop()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// follow applies the events of w and returns the resourceVersion to watch
+// from next.
+func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (string, error) {
+	last := from
+	for {
+		select {
+		case <-ctx.Done():
+			return last, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return last, nil
+			}
+			if ev.Type == watch.Error {
+				status := apierrors.FromObject(ev.Object)
+				if apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
+					return last, fmt.Errorf("relist: %w", status)
+				}
+				return last, fmt.Errorf("watch error: %w", status)
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				return last, fmt.Errorf("unexpected watch object %T", ev.Object)
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if err := s.applyPeerObject(ctx, u); err != nil {
+					return last, err
+				}
+			case watch.Deleted:
+				if err := s.applyPeerDeletion(ctx, u); err != nil {
+					return last, err
+				}
+			}
+			rev, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+			if err != nil {
+				return last, fmt.Errorf("event resourceVersion %q is not a revision: %w", u.GetResourceVersion(), err)
+			}
+			last = u.GetResourceVersion()
+			epoch, _ := s.peer.client.Epochs().Current()
+			s.advance(rev, epoch)
+		}
+	}
+}
