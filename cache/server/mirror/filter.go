@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/klog/v2"
@@ -61,6 +62,9 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 				return
 			}
 		case "get", "list", "watch":
+			if exemptFromChecks(req) {
+				break
+			}
 			consistent := req.URL.Query().Get("resourceVersion") == ""
 			var entries []kcpcache.HomeRevision
 			if m != nil {
@@ -93,6 +97,22 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 		}
 		handler.ServeHTTP(w, req)
 	})
+}
+
+// exemptFromChecks: reads by peer caches and by this server itself (the
+// mirror's own local lists, over loopback as user.APIServerUser) are
+// served without freshness checks. A peer takes only the objects whose
+// home is this cache, which are current here by definition; checking
+// would make every mirror's list wait on its peer's peers.
+func exemptFromChecks(req *http.Request) bool {
+	u, ok := request.UserFrom(req.Context())
+	if !ok {
+		return false
+	}
+	if _, isPeer := kcpcache.PeerFromUser(u.GetName()); isPeer {
+		return true
+	}
+	return u.GetName() == user.APIServerUser
 }
 
 // isHomeHere reports whether a read of shard may cover data whose home is

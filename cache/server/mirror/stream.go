@@ -109,7 +109,7 @@ func (s *stream) run(ctx context.Context) {
 			delay = backoff
 			continue
 		}
-		logger.V(2).Info("Mirror stream interrupted; starting over", "err", err)
+		logger.Info("Mirror stream interrupted; starting over", "err", err)
 		streamRestarts.WithLabelValues(s.peer.name).Inc()
 		select {
 		case <-ctx.Done():
