@@ -23,6 +23,13 @@ const (
 	// resourceVersion of the object at its home when the copy was written.
 	AnnotationHomeResourceVersion = "cache.kcp.io/home-resource-version"
 
+	// AnnotationHomeEpoch records, on a mirrored copy, the home's epoch
+	// (EpochHeader) when the copy was written. A home that answers in
+	// another epoch has lost or gone back in its data (a restore from a
+	// backup); its mirrors keep such copies until the shard has converged
+	// its partition at the home again (its heartbeat says so).
+	AnnotationHomeEpoch = "cache.kcp.io/home-epoch"
+
 	// CacheNameHeader names the cache that answered, on every response of a
 	// cache that has a name (--cache-name).
 	CacheNameHeader = "Kcp-Cache-Name"

@@ -2,12 +2,16 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
@@ -40,6 +45,13 @@ func peerToken(from, to string) string { return "peer-" + from + "-reads-" + to 
 // (a full mesh: every pair of caches is a cycle). Peers authenticate with
 // static tokens, which survive a region's restart.
 func startRegions(t *testing.T, ctx context.Context, names ...string) map[string]*region {
+	t.Helper()
+	return startRegionsVia(t, ctx, nil, names...)
+}
+
+// startRegionsVia is startRegions where cache from reaches cache to at
+// via(from, to, address) instead of its address, when via is set.
+func startRegionsVia(t *testing.T, ctx context.Context, via func(from, to, host string) string, names ...string) map[string]*region {
 	t.Helper()
 	regions := map[string]*region{}
 	for _, name := range names {
@@ -79,6 +91,9 @@ func startRegions(t *testing.T, ctx context.Context, names ...string) map[string
 			}
 			cfg := rest.AnonymousClientConfig(p.srv.Config())
 			cfg.BearerToken = peerToken(r.name, p.name)
+			if via != nil {
+				cfg.Host = via(r.name, p.name, cfg.Host)
+			}
 			file := filepath.Join(t.TempDir(), p.name+".kubeconfig")
 			if err := server.WriteKubeconfig(file, cfg); err != nil {
 				t.Fatal(err)
@@ -262,4 +277,274 @@ func TestRegionsMirrorEachOther(t *testing.T) {
 	// Region c returns; everything converges, nothing acknowledged lost.
 	c.start(t, ctx)
 	converged(kcpcache.Wildcard, a, b, c)
+}
+
+// TestRegionsHomeRestoredFromBackupNeverGoesBack: a home restored from a
+// backup answers in a new epoch with older data. Its mirror holds its copy
+// (stale reads keep what the shard acknowledged, consistent reads answer
+// 503 HomeRestored) until the shard has converged its partition at the
+// home again, and only then follows it.
+func TestRegionsHomeRestoredFromBackupNeverGoesBack(t *testing.T) {
+	ctx := testContext(t)
+	regions := startRegions(t, ctx, "a", "c")
+	a, c := regions["a"], regions["c"]
+	if _, err := c.shard(t, "s-c").Create(ctx, apiExport("one", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The shard's heartbeat at its home, converged in the home's epoch.
+	putConvergedHeartbeat(ctx, t, c, "s-c")
+	namesAt := func(r *region, opts metav1.ListOptions) ([]string, error) {
+		list, err := dyn(t, r.srv, "s-c", kcpcache.Wildcard).Resource(apiExports).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return sortedCopy(partitionsOf(list.Items)), nil
+	}
+	expect := func(r *region, want ...string) {
+		t.Helper()
+		cachetest.Eventually(t, "cache "+r.name+" reads "+strings.Join(want, ","), func(ctx context.Context) error {
+			got, err := namesAt(r, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("got %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	expect(a, "s-c/root/one")
+
+	// A backup of c's etcd, then a write the backup does not have.
+	c.stop(t)
+	backup := t.TempDir()
+	if err := os.CopyFS(backup, os.DirFS(c.opts.EtcdDirectory)); err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, ctx)
+	epochBefore := c.srv.Server().Epoch()
+	if _, err := c.shard(t, "s-c").Create(ctx, apiExport("later", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(a, "s-c/root/later", "s-c/root/one")
+
+	// c is restored from the backup: a new epoch, without "later".
+	c.stop(t)
+	if err := os.RemoveAll(c.opts.EtcdDirectory); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(c.opts.EtcdDirectory, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, ctx)
+	if c.srv.Server().Epoch() == epochBefore {
+		t.Fatalf("c restored from a backup kept its epoch %s", epochBefore)
+	}
+	// a notices and holds its copy: consistent reads say why...
+	cachetest.Eventually(t, "a refuses consistent reads of s-c with "+mirror.ReasonHomeRestored, func(ctx context.Context) error {
+		_, err := namesAt(a, metav1.ListOptions{})
+		if !apierrors.IsServiceUnavailable(err) {
+			return fmt.Errorf("got %v, want 503", err)
+		}
+		causes := err.(apierrors.APIStatus).Status().Details.Causes
+		if len(causes) != 1 || string(causes[0].Type) != mirror.ReasonHomeRestored {
+			return fmt.Errorf("causes %+v, want %s", causes, mirror.ReasonHomeRestored)
+		}
+		return nil
+	})
+	// ...and stale reads still have what the shard acknowledged.
+	got, err := namesAt(a, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil || !slices.Equal(got, []string{"s-c/root/later", "s-c/root/one"}) {
+		t.Fatalf("stale read at a after c's restore: %v, %v; want later and one", got, err)
+	}
+
+	// The shard converges its partition at c again, then says so.
+	if _, err := c.shard(t, "s-c").Create(ctx, apiExport("later", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	putConvergedHeartbeat(ctx, t, c, "s-c")
+	expect(a, "s-c/root/later", "s-c/root/one")
+	got, err = namesAt(a, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil || !slices.Equal(got, []string{"s-c/root/later", "s-c/root/one"}) {
+		t.Fatalf("stale read at a after the shard converged again: %v, %v", got, err)
+	}
+}
+
+// putConvergedHeartbeat writes shard's heartbeat at its home r: converged
+// in r's current epoch, as the shard's hook does after a full push.
+func putConvergedHeartbeat(ctx context.Context, t *testing.T, r *region, shard string) {
+	t.Helper()
+	obj := newObject(kcpcache.HeartbeatResource, kcpcache.HeartbeatKind, "", shard, map[string]interface{}{
+		"renewTime":            metav1.NewMicroTime(time.Now()).Format(metav1.RFC3339Micro),
+		"leaseDurationSeconds": int64(60),
+		"converged":            true,
+		"epoch":                r.srv.Server().Epoch(),
+	})
+	hb := dyn(t, r.srv, shard, kcpcache.HeartbeatCluster).Resource(kcpcache.HeartbeatResource)
+	existing, err := hb.Get(ctx, shard, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = hb.Create(ctx, obj, metav1.CreateOptions{})
+	case err == nil:
+		obj.SetResourceVersion(existing.GetResourceVersion())
+		_, err = hb.Update(ctx, obj, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("writing the heartbeat of %s at %s: %v", shard, r.name, err)
+	}
+}
+
+// TestReaderNeverGoesBackAcrossCaches: a reader that has seen a home's
+// data at one cache and then reads a mirror that is behind (its link to
+// the home is cut) is refused the older answer by cache/client, and
+// accepts the mirror again once it has caught up.
+func TestReaderNeverGoesBackAcrossCaches(t *testing.T) {
+	ctx := testContext(t)
+	link := newLinkCutter()
+	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
+		if from == "b" && to == "a" {
+			return link.via(t, host)
+		}
+		return host
+	}, "a", "b")
+	a, b := regions["a"], regions["b"]
+
+	seen := client.NewHomeRevisions()
+	readerAt := func(r *region) dynamic.ResourceInterface {
+		cfg := r.srv.ScopedConfig("s-a", kcpcache.Wildcard)
+		cfg.Wrap(seen.Wrap)
+		c, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Resource(apiExports)
+	}
+	atA, atB := readerAt(a), readerAt(b)
+	names := func(r dynamic.ResourceInterface, opts metav1.ListOptions) ([]string, error) {
+		list, err := r.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		return sortedCopy(partitionsOf(list.Items)), nil
+	}
+
+	if _, err := a.shard(t, "s-a").Create(ctx, apiExport("one", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cachetest.Eventually(t, "b mirrors s-a", func(ctx context.Context) error {
+		got, err := names(atB, metav1.ListOptions{})
+		if err != nil || !slices.Equal(got, []string{"s-a/root/one"}) {
+			return fmt.Errorf("got %v, %v", got, err)
+		}
+		return nil
+	})
+
+	// b loses its link to a; a acknowledges a second write, which the
+	// reader sees at a.
+	link.cut()
+	if _, err := a.shard(t, "s-a").Create(ctx, apiExport("two", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := names(atA, metav1.ListOptions{})
+	if err != nil || !slices.Equal(got, []string{"s-a/root/one", "s-a/root/two"}) {
+		t.Fatalf("consistent read at a: %v, %v", got, err)
+	}
+	// The reader fails over to b: b's copy is older, and refused.
+	_, err = names(atB, metav1.ListOptions{ResourceVersion: "0"})
+	var travel *client.TimeTravelError
+	if !errors.As(err, &travel) {
+		t.Fatalf("stale read at b, behind what the reader saw at a: got %v, want a %T", err, travel)
+	}
+	// A consistent read at b says why it cannot answer.
+	_, err = names(atB, metav1.ListOptions{})
+	if !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("consistent read at b with its link to a cut: got %v, want 503", err)
+	}
+
+	// The link returns; b catches up and is accepted again.
+	link.restore()
+	cachetest.Eventually(t, "b catches up and the reader accepts it", func(ctx context.Context) error {
+		got, err := names(atB, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil || !slices.Equal(got, []string{"s-a/root/one", "s-a/root/two"}) {
+			return fmt.Errorf("got %v, %v", got, err)
+		}
+		return nil
+	})
+}
+
+// linkCutter forwards TCP connections to a cache and can cut them all, as
+// a network partition between two regions would.
+type linkCutter struct {
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+}
+
+func newLinkCutter() *linkCutter {
+	return &linkCutter{conns: map[net.Conn]struct{}{}}
+}
+
+// via starts forwarding a loopback port to the https URL host and returns
+// the URL of that port.
+func (l *linkCutter) via(t *testing.T, host string) string {
+	t.Helper()
+	target := strings.TrimPrefix(host, "https://")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = ln.Close()
+		l.cut()
+	})
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			l.mu.Lock()
+			down := l.down
+			l.mu.Unlock()
+			if down {
+				_ = in.Close()
+				continue
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = in.Close()
+				continue
+			}
+			l.track(in, out)
+			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
+			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
+		}
+	}()
+	return "https://" + ln.Addr().String()
+}
+
+func (l *linkCutter) track(conns ...net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range conns {
+		l.conns[c] = struct{}{}
+	}
+}
+
+// cut closes every forwarded connection and refuses new ones.
+func (l *linkCutter) cut() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = true
+	for c := range l.conns {
+		_ = c.Close()
+	}
+	l.conns = map[net.Conn]struct{}{}
+}
+
+// restore forwards new connections again.
+func (l *linkCutter) restore() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.down = false
 }

@@ -51,6 +51,7 @@ func (s *stream) desiredCopy(u *unstructured.Unstructured) *unstructured.Unstruc
 	}
 	a[kcpcache.AnnotationHome] = s.peer.name
 	a[kcpcache.AnnotationHomeResourceVersion] = u.GetResourceVersion()
+	a[kcpcache.AnnotationHomeEpoch] = s.listEpoch
 	c.SetAnnotations(a)
 	c.SetResourceVersion("")
 	return c
@@ -71,13 +72,25 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 		return fmt.Errorf("listing the local copies: %w", err)
 	}
 	have := map[copyKey]*unstructured.Unstructured{}
+	var fromOtherEpoch []string
 	for i := range localList.Items {
 		u := &localList.Items[i]
-		if u.GetAnnotations()[kcpcache.AnnotationHome] == s.peer.name {
-			have[keyOf(u)] = u
+		a := u.GetAnnotations()
+		if a[kcpcache.AnnotationHome] != s.peer.name {
+			continue
+		}
+		have[keyOf(u)] = u
+		if e := a[kcpcache.AnnotationHomeEpoch]; e != "" && e != s.listEpoch {
+			fromOtherEpoch = append(fromOtherEpoch, a[kcpcache.AnnotationShard])
 		}
 	}
+	if len(fromOtherEpoch) > 0 {
+		s.peer.holdHome(ctx, s.m, s.listEpoch, fromOtherEpoch...)
+	}
 	for k, u := range want {
+		if s.peer.holds.isHeld(k.shard) {
+			continue
+		}
 		if existing, ok := have[k]; ok && sameContent(existing, s.desiredCopy(u)) {
 			s.m.setHome(ctx, k.shard, s.peer.name)
 			continue
@@ -87,7 +100,7 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 		}
 	}
 	for k, u := range have {
-		if _, ok := want[k]; ok {
+		if _, ok := want[k]; ok || s.peer.holds.isHeld(k.shard) {
 			continue
 		}
 		if err := s.deleteCopy(ctx, k, u.GetUID()); err != nil {
@@ -103,6 +116,9 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 // there: the shard's home moved).
 func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured) error {
 	k := keyOf(u)
+	if s.peer.holds.isHeld(k.shard) {
+		return nil
+	}
 	if !isHomeObject(u) {
 		if u.GetAnnotations()[kcpcache.AnnotationHome] == s.m.cfg.Self || k.shard == "" {
 			return nil
@@ -152,7 +168,7 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 
 // applyPeerDeletion deletes the copy of an object the peer deleted.
 func (s *stream) applyPeerDeletion(ctx context.Context, u *unstructured.Unstructured) error {
-	if !isHomeObject(u) {
+	if !isHomeObject(u) || s.peer.holds.isHeld(keyOf(u).shard) {
 		return nil
 	}
 	return s.deleteCopy(ctx, keyOf(u), u.GetUID())

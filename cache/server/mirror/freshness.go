@@ -46,6 +46,8 @@ func (e *NotFresh) Error() string {
 		what = fmt.Sprintf("%s of the shards homed at %q", e.Resource, e.Home)
 	}
 	switch e.Reason {
+	case ReasonHomeRestored:
+		return fmt.Sprintf("%s: the home cache %q changed epoch (restored or lost its data); the copy here is held until the shard converges there again", what, e.Home)
 	case ReasonHomeUnreachable:
 		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
 	default:
@@ -145,6 +147,10 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 
 func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
 	nf := &NotFresh{Home: p.name, Shard: shard, Resource: gr}
+	if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) {
+		nf.Reason = ReasonHomeRestored
+		return kcpcache.HomeRevision{}, nf
+	}
 	ans, err := p.askRevision(ctx, shard, gr)
 	if err != nil {
 		nf.Reason, nf.Err = ReasonHomeUnreachable, err

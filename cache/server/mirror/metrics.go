@@ -48,6 +48,13 @@ var (
 		Help:           "Consistent reads of mirrored data, by home and result (fresh, or the reason of the 503).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"home", "result"})
+	heldPartitions = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "held_partitions",
+		Help:           "Partitions whose copies are held because their home changed epoch, until their shard converges there again.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"peer"})
 	confirmedAge = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
@@ -58,5 +65,5 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge)
+	legacyregistry.MustRegister(heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge)
 }

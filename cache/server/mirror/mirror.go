@@ -71,6 +71,9 @@ type peer struct {
 
 	mu      sync.Mutex
 	streams map[schema.GroupResource]*stream
+
+	// holds are the partitions held after the peer's epoch changed.
+	holds *holds
 }
 
 // New builds a Mirror; Run starts it.
@@ -111,6 +114,7 @@ func New(cfg Config) (*Mirror, error) {
 			name: p.Name, client: c, http: hc,
 			revisionURL: p.Config.Host + kcpcache.RevisionPath,
 			streams:     map[schema.GroupResource]*stream{},
+			holds:       newHolds(),
 		}
 	}
 	return m, nil
@@ -125,6 +129,9 @@ func (m *Mirror) Run(ctx context.Context) {
 	ctx = klog.NewContext(ctx, logger)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	for _, p := range m.peers {
+		wg.Go(func() { p.releaseLoop(ctx) })
+	}
 	ticker := time.NewTicker(m.cfg.TypeInterval)
 	defer ticker.Stop()
 	for {

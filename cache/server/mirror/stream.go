@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -33,6 +34,10 @@ type stream struct {
 	applied int64
 	// epoch is the peer's epoch in which applied was reached.
 	epoch string
+	// listEpoch is the peer's epoch at the current list: copies written
+	// from this list and its watch record it (kcpcache.AnnotationHomeEpoch).
+	// Only the stream's goroutine uses it.
+	listEpoch string
 	// confirmedAt is when the peer last confirmed the copy: a list, an
 	// event, a bookmark, or a freshness check it passed.
 	confirmedAt time.Time
@@ -129,6 +134,7 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 		return fmt.Errorf("listing at the peer: %w", err)
 	}
 	epoch, _ := s.peer.client.Epochs().Current()
+	s.listEpoch = epoch
 	rev, err := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
 	if err != nil {
 		return fmt.Errorf("the peer's list resourceVersion %q is not a revision: %w", list.GetResourceVersion(), err)
@@ -146,6 +152,9 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 		}
 		resourceVersion, err = s.follow(ctx, w, resourceVersion)
 		w.Stop()
+		if errors.Is(err, errRelist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -153,14 +162,21 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 	return nil
 }
 
+// errRelist ends a watch that must be followed by a new list at once.
+var errRelist = errors.New("list again")
+
 // follow applies the events of w and returns the resourceVersion to watch
 // from next.
 func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (string, error) {
 	last := from
+	released := s.peer.holds.releasedChan()
 	for {
 		select {
 		case <-ctx.Done():
 			return last, nil
+		case <-released:
+			// Held partitions were released: list again to take them up.
+			return last, errRelist
 		case ev, ok := <-w.ResultChan():
 			if !ok {
 				return last, nil
@@ -168,7 +184,7 @@ func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (st
 			if ev.Type == watch.Error {
 				status := apierrors.FromObject(ev.Object)
 				if apierrors.IsResourceExpired(status) || apierrors.IsGone(status) {
-					return last, fmt.Errorf("relist: %w", status)
+					return last, errRelist
 				}
 				return last, fmt.Errorf("watch error: %w", status)
 			}

@@ -1,0 +1,178 @@
+package mirror
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// A home whose epoch changed has lost its data or gone back in it (a new
+// etcd, a restored backup, an in-memory home that restarted): what it
+// holds now may be older than the copies here. Mirroring it at once would
+// take every reader of this cache back in time, deleting objects the shard
+// still has and resurrecting ones it deleted. So the copies of every
+// partition of that home are held as they are — served by stale reads,
+// refused to consistent reads with ReasonHomeRestored — until the shard
+// has converged its partition at the home again, which its heartbeat there
+// says (spec.epoch is the home's new epoch and spec.converged is true).
+// Only then does the mirror follow the home again, with a new list.
+//
+// A shard that writes no heartbeat (kcp's own replication) never says so;
+// its partition is released after restoredHoldTimeout, and the log says
+// which partitions were.
+const (
+	restoredHoldTimeout  = 10 * time.Minute
+	releaseCheckInterval = 2 * time.Second
+)
+
+// ReasonHomeRestored: the home's epoch changed and the shard has not yet
+// converged its partition there again; the copy here is held as it was.
+const ReasonHomeRestored = "HomeRestored"
+
+// holds are a peer's partitions held after its epoch changed.
+type holds struct {
+	mu sync.Mutex
+	// epoch is the peer epoch the held partitions wait to be converged in.
+	epoch string
+	// held maps a shard to when its partition was held.
+	held map[string]time.Time
+	// released is closed and replaced whenever partitions are released,
+	// so that the peer's streams list again and take them up.
+	released chan struct{}
+}
+
+func newHolds() *holds { return &holds{held: map[string]time.Time{}, released: make(chan struct{})} }
+
+// isHeld reports whether shard's copies from the peer are held.
+func (h *holds) isHeld(shard string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.held[shard]
+	return ok
+}
+
+// anyHeld reports whether any partition of the peer is held.
+func (h *holds) anyHeld() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.held) > 0
+}
+
+// releasedChan is closed at the next release.
+func (h *holds) releasedChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released
+}
+
+// hold holds the partitions of shards, waiting for epoch.
+func (h *holds) hold(ctx context.Context, peer, epoch string, shards []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.epoch != epoch {
+		// A newer change of epoch: every partition waits for this one.
+		h.epoch = epoch
+	}
+	now := time.Now()
+	for _, s := range shards {
+		if _, ok := h.held[s]; !ok {
+			h.held[s] = now
+			klog.FromContext(ctx).Info("Holding the copies of a partition whose home changed epoch, until the shard converges there again",
+				"peer", peer, "shard", s, "homeEpoch", epoch)
+			heldPartitions.WithLabelValues(peer).Inc()
+		}
+	}
+}
+
+// holdHome holds every partition known to be homed at the peer, and
+// shards, after the peer was found answering in epoch while copies here
+// came from another.
+func (p *peer) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...string) {
+	m.homesMu.RLock()
+	for shard, home := range m.homes {
+		if home == p.name {
+			shards = append(shards, shard)
+		}
+	}
+	m.homesMu.RUnlock()
+	p.holds.hold(ctx, p.name, epoch, shards)
+}
+
+// releaseLoop releases held partitions whose shard converged at the peer in
+// its new epoch, or that were held too long, until ctx ends.
+func (p *peer) releaseLoop(ctx context.Context) {
+	ticker := time.NewTicker(releaseCheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		p.releaseConverged(ctx)
+	}
+}
+
+func (p *peer) releaseConverged(ctx context.Context) {
+	p.holds.mu.Lock()
+	epoch := p.holds.epoch
+	shards := make([]string, 0, len(p.holds.held))
+	since := map[string]time.Time{}
+	for s, t := range p.holds.held {
+		shards = append(shards, s)
+		since[s] = t
+	}
+	p.holds.mu.Unlock()
+	sort.Strings(shards)
+	var release []string
+	for _, shard := range shards {
+		converged, err := p.convergedIn(ctx, shard, epoch)
+		switch {
+		case err != nil:
+			klog.FromContext(ctx).V(2).Info("Could not read a held partition's heartbeat at its home", "peer", p.name, "shard", shard, "err", err)
+		case converged:
+			release = append(release, shard)
+		case time.Since(since[shard]) > restoredHoldTimeout:
+			klog.FromContext(ctx).Info("Releasing a held partition without its shard's confirmation: the hold timed out",
+				"peer", p.name, "shard", shard, "timeout", restoredHoldTimeout)
+			release = append(release, shard)
+		}
+	}
+	if len(release) == 0 {
+		return
+	}
+	p.holds.mu.Lock()
+	if p.holds.epoch == epoch {
+		for _, s := range release {
+			delete(p.holds.held, s)
+			heldPartitions.WithLabelValues(p.name).Dec()
+		}
+		close(p.holds.released)
+		p.holds.released = make(chan struct{})
+	}
+	p.holds.mu.Unlock()
+	klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.name, "shards", release, "homeEpoch", epoch)
+}
+
+// convergedIn reads shard's heartbeat at the peer: converged in epoch?
+func (p *peer) convergedIn(ctx context.Context, shard, epoch string) (bool, error) {
+	u, err := p.client.Cluster(shard, kcpcache.HeartbeatCluster).Resource(kcpcache.HeartbeatResource).Get(ctx, shard, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	var hb kcpcache.Heartbeat
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &hb); err != nil {
+		return false, err
+	}
+	return hb.Spec.Converged && hb.Spec.Epoch == epoch, nil
+}
