@@ -82,7 +82,9 @@ func NewTracker(client *clientv3.Client, prefix string) *Tracker {
 // Run initialises the tracker and follows etcd until ctx ends. After a
 // watch failure (a compaction past the watch's revision, a member without a
 // leader) it initialises again, after a delay that grows while failures
-// repeat; answers never go down meanwhile.
+// repeat; answers never go down meanwhile. Run at most once: it closes the
+// tracker's watcher when it returns, after which barriers wait in vain
+// (until their context ends).
 func (t *Tracker) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("home-revision")
 	ctx = klog.NewContext(ctx, logger)
