@@ -17,11 +17,14 @@ import (
 // request goes to the shard and cluster set with WithShard and WithCluster;
 // segments the context does not set keep what the path (or the Host, see
 // ScopedConfig) already names, and default to the wildcard. Health and metrics
-// paths are not rewritten.
+// paths are not rewritten. A response that reflects an older state of a home
+// than one already seen in this process is refused (NewHomeRevisionRoundTripper).
 func NewConfig(base *rest.Config) *rest.Config {
 	cfg := rest.CopyConfig(base)
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	// First, so closest to the wire of the four: it needs the final path.
+	cfg.Wrap(NewHomeRevisionRoundTripper)
 	cfg.Wrap(NewServicePrefixRoundTripper)
 	cfg.Wrap(NewShardRoundTripper)
 	cfg.Wrap(NewClusterRoundTripper)

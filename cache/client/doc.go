@@ -17,6 +17,10 @@
 //     index them by cluster, cluster and name, shard, and workspace path and
 //     name, and report how fresh they are (Informer.Freshness).
 //   - Fallback: local-first, cache-second lookups, as kcp shards do them.
+//   - No time travel across caches: configs from NewConfig refuse a response
+//     that reflects an older state of a home than one already seen
+//     (TimeTravelError, hometravel.go), so a reader that fails over to a
+//     mirror that is behind retries instead of seeing objects go back.
 //
 // The informers never use streaming lists (sendInitialEvents=true): a
 // kcp-cache server refuses them on wildcard scopes, and client-go's watch-list

@@ -69,3 +69,6 @@ func NewEpochRoundTripper(delegate http.RoundTripper, epochs *Epochs) http.Round
 
 // RESTConfig is the configuration the client's requests go out with.
 func (c *ClusterClient) RESTConfig() *rest.Config { return c.config }
+
+// ResourceOfAPIPath is the resource part of a home revision's key.
+var ResourceOfAPIPath = resourceOfAPIPath

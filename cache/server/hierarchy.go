@@ -7,8 +7,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
 
@@ -62,3 +64,25 @@ func (s *Server) runMirror(ctx context.Context) {
 
 // Mirror is the cache's mirror of its peers; nil without peers.
 func (s *Server) Mirror() *mirror.Mirror { return s.mirror }
+
+// A cache in a hierarchy is the home of the shards that push to it, and
+// answers its mirrors (and readers checking freshness) its revision of each
+// partition's data at kcpcache.RevisionPath. Every server does, named or
+// not, peered or not: a peer may start mirroring it at any time, and the
+// tracker costs one etcd watch.
+
+// HomeRevisions is the tracker of this cache's revision of each partition
+// and type, running from the post-start hook HomeRevisionHookName.
+func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions }
+
+// serveHomeRevisions serves kcpcache.RevisionPath. The handler chain
+// authenticates and authorizes it as a non-resource path (authorization's
+// rules: shards, readers and peers may GET it).
+func (s *Server) serveHomeRevisions(c CompletedConfig) {
+	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
+		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
+}
+
+// cacheName is the cache's name in a hierarchy (--cache-name); "" for a
+// cache without one.
+func cacheName(c CompletedConfig) string { return c.extra.Hierarchy.Name }

@@ -40,6 +40,9 @@ const (
 	EpochHookName = "kcp-cache-epoch"
 	// ShardMetricsHookName keeps the per-shard gauges from the heartbeats.
 	ShardMetricsHookName = "kcp-cache-shard-metrics"
+	// HomeRevisionHookName follows etcd for the revision of each
+	// partition's data of each type, which mirrors ask this cache for.
+	HomeRevisionHookName = "kcp-cache-home-revision"
 )
 
 // loops owns every goroutine the server starts for work of its own, as
@@ -182,6 +185,7 @@ func (s *Server) startLoops(ctx context.Context, c CompletedConfig, crdInformer 
 		{EpochHookName, s.epoch.Run},
 		{ShardMetricsHookName, shardMetrics.Run},
 		{MirrorHookName, s.runMirror},
+		{HomeRevisionHookName, s.homeRevisions.Run},
 	} {
 		if err := s.loops.add(s.GenericAPIServer, l.hook, l.run); err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
@@ -45,6 +46,9 @@ type Server struct {
 	loops *loops
 	epoch *epoch.Keeper
 	plane *dataplane.Registry
+	// homeRevisions follows the cache's etcd for the revision of each
+	// partition's data, which mirrors of this cache ask for (hierarchy.go).
+	homeRevisions *homerevision.Tracker
 	// mirror pulls the partitions whose home is a peer; nil without peers.
 	mirror      *mirror.Mirror
 	adminConfig *rest.Config
@@ -99,6 +103,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if err := s.epoch.Resolve(ctx); err != nil {
 		return nil, err
 	}
+	s.homeRevisions = homerevision.NewTracker(s.etcdClient, c.derived.storage.Prefix)
 
 	upstream := c.upstream()
 	generic := upstream.GenericConfig
@@ -133,6 +138,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
+	s.serveHomeRevisions(c)
 	crds := crdInformer(s.apiextensions)
 	groups := discovery.NewGroupLister(crds.Lister(), s.GenericAPIServer.DiscoveryGroupManager)
 	if err := groups.Start(ctx, crds.Informer()); err != nil {

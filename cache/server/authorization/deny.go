@@ -41,6 +41,6 @@ func deny(rule Rule, reason string) (authorizer.Decision, string, error) {
 // reasonless "no opinion" refusal.
 func NewDefaultDeny() authorizer.Authorizer {
 	return authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-		return deny(RuleDefaultDeny, "only system:masters, shards ("+kcpcache.ShardUserPrefix+"<shard>) and the group "+kcpcache.ReadersGroup+" use the cache; anyone may reach /healthz, /livez, /readyz and /version")
+		return deny(RuleDefaultDeny, "only system:masters, shards ("+kcpcache.ShardUserPrefix+"<shard>), the group "+kcpcache.ReadersGroup+" and peer caches ("+kcpcache.PeerUserPrefix+"<cache>) use the cache; anyone may reach /healthz, /livez, /readyz and /version")
 	})
 }

@@ -17,6 +17,7 @@ func TestHeartbeatRules(t *testing.T) {
 		coral  = &user.DefaultInfo{Name: kcpcache.ShardUser("my:coral")}
 		reader = &user.DefaultInfo{Name: "dashboard", Groups: []string{kcpcache.ReadersGroup}}
 		other  = &user.DefaultInfo{Name: "someone"}
+		west   = &user.DefaultInfo{Name: kcpcache.PeerUser("west")}
 		hb     = kcpcache.HeartbeatResource
 	)
 	const allow, deny, none = authorizer.DecisionAllow, authorizer.DecisionDeny, authorizer.DecisionNoOpinion
@@ -54,6 +55,9 @@ func TestHeartbeatRules(t *testing.T) {
 		{"reader lists every heartbeat", reader, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
 		{"reader gets a heartbeat", reader, in("amber"), "get", hb.Group, hb.Resource, "", "amber", allow, ""},
 		{"reader may not write a heartbeat", reader, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReadOnly},
+		{"peer lists every heartbeat", west, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
+		{"peer watches a heartbeat", west, in("amber"), "watch", hb.Group, hb.Resource, "", "", allow, ""},
+		{"peer may not write a heartbeat", west, in("west"), "patch", hb.Group, hb.Resource, "", "west", deny, RulePeerReadOnly},
 		{"others may not read heartbeats", other, in("*"), "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
 		{"others may not write heartbeats", other, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
 		{"shards write heartbeats elsewhere like any object", amber, kcpcache.Scope{Shard: "amber", Cluster: "root"}, "create", hb.Group, hb.Resource, "", "", allow, ""},

@@ -48,6 +48,10 @@ const (
 	// RuleOwnHeartbeat: in the reserved heartbeat cluster, a shard writes
 	// only its own heartbeat, by name.
 	RuleOwnHeartbeat Rule = "shard-writes-own-heartbeat-only"
+	// RulePeerReadOnly: a peer cache (kcpcache.PeerUser) reads what readers
+	// read and writes nothing: peer caches mirror by pulling; they never
+	// write to a peer.
+	RulePeerReadOnly Rule = "peer-caches-read-only"
 )
 
 // CRDResource is the resource of CRDs, which are written only in the system
@@ -84,14 +88,19 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 	masters := inGroup(u, user.SystemPrivilegedGroup)
 	shard, isShard := kcpcache.ShardFromUser(u.GetName())
 	reader := inGroup(u, kcpcache.ReadersGroup)
+	peer, isPeer := kcpcache.PeerFromUser(u.GetName())
 	verb := a.GetVerb()
 
 	if !a.IsResourceRequest() {
 		switch {
 		case masters:
 			return authorizer.DecisionAllow, "", ""
-		case (isShard || reader) && verb == "get" && isDiscoveryPath(a.GetPath()):
+		case (isShard || reader || isPeer) && verb == "get" && isDiscoveryPath(a.GetPath()):
 			return authorizer.DecisionAllow, "", "discovery"
+		case (isShard || reader || isPeer) && verb == "get" && a.GetPath() == kcpcache.RevisionPath:
+			// Mirrors ask a home for its revision; readers and shards
+			// check the freshness of what they read.
+			return authorizer.DecisionAllow, "", "home revision"
 		}
 		return authorizer.DecisionNoOpinion, "", ""
 	}
@@ -118,8 +127,12 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 	if masters {
 		return authorizer.DecisionAllow, "", ""
 	}
+	if isPeer && !readVerbs.Has(verb) {
+		return authorizer.DecisionDeny, RulePeerReadOnly,
+			fmt.Sprintf("peer cache %q reads (get, list, watch) and never writes: peer caches mirror by pulling; they never write to a peer", peer)
+	}
 
-	if isHeartbeat(a) && scope.Cluster == kcpcache.HeartbeatCluster && !kcpcache.IsReservedName(scope.Shard) && (isShard || reader) {
+	if isHeartbeat(a) && scope.Cluster == kcpcache.HeartbeatCluster && !kcpcache.IsReservedName(scope.Shard) && (isShard || reader || isPeer) {
 		return decideHeartbeat(a, scope, shard, isShard)
 	}
 	switch {
@@ -129,7 +142,7 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 	case kcpcache.IsReservedName(scope.Shard) || kcpcache.IsReservedName(scope.Cluster):
 		return authorizer.DecisionDeny, RuleReservedName,
 			fmt.Sprintf("partition %s names a shard or cluster reserved for the cache itself", scope)
-	case isShard && readVerbs.Has(verb), reader && readVerbs.Has(verb):
+	case isShard && readVerbs.Has(verb), reader && readVerbs.Has(verb), isPeer && readVerbs.Has(verb):
 		return authorizer.DecisionAllow, "", ""
 	case isShard && write && isCRD:
 		return authorizer.DecisionDeny, RuleCRDWrites, "only system:masters writes CRDs"
@@ -156,7 +169,7 @@ func isHeartbeat(a authorizer.Attributes) bool {
 }
 
 // decideHeartbeat is the one exception to the reserved names: in every
-// partition's heartbeat cluster, shards and readers read the heartbeats
+// partition's heartbeat cluster, shards, readers and peers read the heartbeats
 // (consumers judge freshness by them), and shard s writes the heartbeat
 // named s in its own partition, and nothing else. A create must name the
 // object in the request (server-side apply or an update that creates, as

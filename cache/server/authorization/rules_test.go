@@ -20,6 +20,7 @@ func TestEachIdentityGetsWhatItsRuleAllows(t *testing.T) {
 		amber   = &user.DefaultInfo{Name: kcpcache.ShardUser("amber")}
 		reader  = &user.DefaultInfo{Name: "dashboard", Groups: []string{kcpcache.ReadersGroup}}
 		other   = &user.DefaultInfo{Name: "someone"}
+		west    = &user.DefaultInfo{Name: kcpcache.PeerUser("west")}
 		system  = kcpcache.SystemScope
 		wild    = kcpcache.Scope{Shard: "*", Cluster: "*"}
 	)
@@ -67,6 +68,27 @@ func TestEachIdentityGetsWhatItsRuleAllows(t *testing.T) {
 		{"reader gets", reader, scope("amber", "root"), "get", "apiexports", "", allow, ""},
 		{"reader may not create", reader, scope("amber", "root"), "create", "apiexports", "", deny, RuleReadOnly},
 
+		{"reader asks a home revision", reader, &system, "get", "", kcpcache.RevisionPath, allow, ""},
+		{"shard asks a home revision", amber, &system, "get", "", kcpcache.RevisionPath, allow, ""},
+		{"shard may not post to the revision path", amber, &system, "post", "", kcpcache.RevisionPath, none, ""},
+
+		{"peer asks a home revision", west, &system, "get", "", kcpcache.RevisionPath, allow, ""},
+		{"peer discovers", west, &system, "get", "", "/apis/apis.kcp.io/v1alpha1", allow, ""},
+		{"peer: no opinion on metrics", west, &system, "get", "", "/metrics", none, ""},
+		{"peer lists */*", west, &wild, "list", "apiexports", "", allow, ""},
+		{"peer watches */*", west, &wild, "watch", "apiexports", "", allow, ""},
+		{"peer gets", west, scope("amber", "root"), "get", "apiexports", "", allow, ""},
+		{"peer watches CRDs through */*", west, &wild, "watch", "crds", "", allow, ""},
+		{"peer may not create", west, scope("amber", "root"), "create", "apiexports", "", deny, RulePeerReadOnly},
+		{"peer may not update", west, scope("west", "root"), "update", "apiexports", "", deny, RulePeerReadOnly},
+		{"peer may not delete collections", west, scope("amber", "root"), "deletecollection", "apiexports", "", deny, RulePeerReadOnly},
+		{"peer may not impersonate", west, scope("amber", "root"), "impersonate", "users", "", deny, RulePeerReadOnly},
+		{"peer may not write the system partition", west, &system, "create", "apiexports", "", deny, RuleSystemPartitionCRDsOnly},
+		{"peer may not read the system partition", west, &system, "list", "apiexports", "", deny, RuleSystemPartition},
+		{"peer may not use a reserved shard", west, scope(kcpcache.SystemShard, "root"), "list", "apiexports", "", deny, RuleReservedName},
+		{"a peer's name must be a DNS label", &user.DefaultInfo{Name: kcpcache.PeerUserPrefix + "West!"}, scope("amber", "root"), "list", "apiexports", "", none, ""},
+
+		{"others: no opinion on the revision path", other, &system, "get", "", kcpcache.RevisionPath, none, ""},
 		{"others may not write", other, scope("amber", "root"), "create", "apiexports", "", deny, RuleWriters},
 		{"others: no opinion on reads", other, scope("amber", "root"), "list", "apiexports", "", none, ""},
 		{"others: no opinion on health", other, &system, "get", "", "/healthz", none, ""},

@@ -1,0 +1,130 @@
+package homerevision
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+// BarrierTimeout bounds how long Handler waits for the tracker to reach
+// etcd's revision before it answers 503: a mirror asking is itself bounded,
+// and an answer after its deadline is of no use to it.
+const BarrierTimeout = 5 * time.Second
+
+// The query parameters of kcpcache.RevisionPath.
+const (
+	ShardParameter    = "shard"
+	ResourceParameter = "resource"
+)
+
+// Handler serves kcpcache.RevisionPath: GET with shard (a shard name or
+// kcpcache.Wildcard) and resource ("<resource>.<group>", or "<resource>"
+// for the core group; an identity resource as stored,
+// "<resource>:<identity>.<group>") answers a kcpcache.HomeRevisionAnswer from
+// t.Revision, naming this cache and its current epoch. Anything else
+// answers a Kubernetes Status: 400 for missing or malformed parameters,
+// 405 for other methods, 503 while the tracker is not ready or behind.
+func Handler(t *Tracker, name string, epoch func() string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "revision"}, req.Method))
+			return
+		}
+		shard, gr, err := parseQuery(req)
+		if err != nil {
+			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if _, ready := t.Known(shard, gr); !ready {
+			// Not the barrier's timeout: a mirror may ask another instance.
+			w.Header().Set("Retry-After", "1")
+			writeStatus(w, apierrors.NewServiceUnavailable(ErrNotReady.Error()))
+			return
+		}
+		// The epoch is read before the barrier: should it change meanwhile,
+		// the answer names the older epoch, which a reader compares with
+		// nothing newer.
+		answer := kcpcache.HomeRevisionAnswer{Cache: name, Epoch: epoch()}
+		ctx, cancel := context.WithTimeout(req.Context(), BarrierTimeout)
+		defer cancel()
+		answer.Revision, err = t.Revision(ctx, shard, gr)
+		if err != nil {
+			klog.FromContext(req.Context()).V(2).Info("Home revision not answered", "shard", shard, "resource", gr.String(), "err", err)
+			reason := "the cache has not confirmed its revision of shard " + shard + "'s " + gr.String() + ": " + err.Error()
+			if errors.Is(err, ErrNotReady) {
+				reason = ErrNotReady.Error()
+			}
+			status := apierrors.NewServiceUnavailable(reason)
+			w.Header().Set("Retry-After", "1")
+			writeStatus(w, status)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(answer)
+	})
+}
+
+// parseQuery reads and checks the shard and the resource.
+func parseQuery(req *http.Request) (string, schema.GroupResource, error) {
+	q := req.URL.Query()
+	for _, p := range []string{ShardParameter, ResourceParameter} {
+		if len(q[p]) != 1 {
+			return "", schema.GroupResource{}, fmt.Errorf("%s needs exactly one %q parameter, given %d", kcpcache.RevisionPath, p, len(q[p]))
+		}
+	}
+	shard := q.Get(ShardParameter)
+	if shard != kcpcache.Wildcard {
+		if err := kcpcache.ValidateShardName(shard); err != nil {
+			return "", schema.GroupResource{}, fmt.Errorf("parameter %q: %w", ShardParameter, err)
+		}
+	}
+	resource := q.Get(ResourceParameter)
+	gr := schema.ParseGroupResource(resource)
+	if err := validateResource(gr.Resource); err != nil {
+		return "", schema.GroupResource{}, fmt.Errorf("parameter %q: %w", ResourceParameter, err)
+	}
+	if gr.Group != "" {
+		if errs := validation.IsDNS1123Subdomain(gr.Group); len(errs) > 0 {
+			return "", schema.GroupResource{}, fmt.Errorf("parameter %q: group %q: %s", ResourceParameter, gr.Group, strings.Join(errs, "; "))
+		}
+	}
+	return shard, gr, nil
+}
+
+// validateResource accepts a resource's plural, or an identity resource
+// as it is stored: "<plural>:<identity>" (kcp's identities are hex digests,
+// longer than a DNS label).
+func validateResource(resource string) error {
+	plural, identity, hasIdentity := strings.Cut(resource, ":")
+	if errs := validation.IsDNS1123Label(plural); len(errs) > 0 {
+		return fmt.Errorf("resource %q: %s", resource, strings.Join(errs, "; "))
+	}
+	if hasIdentity && (identity == "" || strings.Trim(identity, "abcdefghijklmnopqrstuvwxyz0123456789") != "") {
+		return fmt.Errorf("resource %q: the identity after \":\" must be lowercase letters and digits", resource)
+	}
+	return nil
+}
+
+// writeStatus answers with err's Status as JSON, the one encoding of this
+// path.
+func writeStatus(w http.ResponseWriter, err *apierrors.StatusError) {
+	status := err.Status()
+	status.Kind, status.APIVersion = "Status", "v1"
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(int(status.Code))
+	_ = json.NewEncoder(w).Encode(status)
+}
