@@ -26,6 +26,9 @@ type handlerChain struct {
 	// a cache on its own.
 	mirror    *mirror.Mirror
 	cacheName string
+	// homeRevisions answers this cache's own revisions for the
+	// home-revision header of the partitions whose home it is.
+	homeRevisions mirror.LocalRevisions
 }
 
 // build is the server's BuildHandlerChainFunc: upstream's default chain
@@ -43,7 +46,7 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 	}
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
 	if h.mirror != nil {
-		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Codecs: apiextensionsapiserver.Codecs})
+		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Local: h.homeRevisions, Codecs: apiextensionsapiserver.Codecs})
 	}
 	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)

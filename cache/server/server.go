@@ -130,7 +130,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	generic.BuildHandlerChainFunc = handlerChain{
 		plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay,
-		mirror: s.mirror, cacheName: c.extra.Hierarchy.Name,
+		mirror: s.mirror, cacheName: c.extra.Hierarchy.Name, homeRevisions: s.homeRevisions,
 	}.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
