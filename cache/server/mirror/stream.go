@@ -150,6 +150,14 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("watching the peer: %w", err)
 		}
+		if epoch, _ := s.peer.client.Epochs().Current(); epoch != s.listEpoch {
+			// The peer answers in another epoch (its data was lost or
+			// restored): its revisions start over, and a watch from ours
+			// would wait silently for a revision it may never reach,
+			// dropping what comes before. List again.
+			w.Stop()
+			return nil
+		}
 		resourceVersion, err = s.follow(ctx, w, resourceVersion)
 		w.Stop()
 		if errors.Is(err, errRelist) {
