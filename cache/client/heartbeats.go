@@ -79,6 +79,13 @@ type PartitionFreshness struct {
 	// Resources are the shard's replicated types, with their object counts
 	// and the newest origin resourceVersion confirmed in the partition.
 	Resources []kcpcache.HeartbeatResourceStatus
+	// Home is the cache the shard pushes to, when the answering cache
+	// mirrors the partition from it (kcpcache.AnnotationHome); empty when
+	// the answering cache is the home. HomeEpoch is the home's epoch when
+	// the mirror copied the heartbeat: Epoch is compared with it, since
+	// the shard converged at the home, not here.
+	Home      string
+	HomeEpoch string
 }
 
 // Confirmed is true when the shard has converged its partition in the
@@ -86,7 +93,17 @@ type PartitionFreshness struct {
 // behind the cache) a partition stays unconfirmed until its shard has
 // pushed it in full again: until then it may miss objects or hold older
 // versions of them.
-func (f PartitionFreshness) Confirmed() bool { return f.Known && f.Epoch == f.CacheEpoch }
+//
+// At a mirror (Home set) the heartbeat is the home's: the partition is
+// confirmed when the shard converged in the home's epoch that the copy
+// came from. (The mirror's own freshness against the home is what its
+// consistent reads check.)
+func (f PartitionFreshness) Confirmed() bool {
+	if f.Home != "" {
+		return f.Known && f.Epoch == f.HomeEpoch
+	}
+	return f.Known && f.Epoch == f.CacheEpoch
+}
 
 // Expired is true when the shard has not renewed its heartbeat within its
 // lease duration (or has none): the shard, or its way to the cache, is
@@ -144,5 +161,7 @@ func (h *Heartbeats) freshnessOf(shard string, obj interface{}) PartitionFreshne
 	f.Objects = hb.Spec.Objects
 	f.OriginRegressions = hb.Spec.OriginRegressions
 	f.Resources = hb.Spec.Resources
+	f.Home = u.GetAnnotations()[kcpcache.AnnotationHome]
+	f.HomeEpoch = u.GetAnnotations()[kcpcache.AnnotationHomeEpoch]
 	return f
 }

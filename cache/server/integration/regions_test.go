@@ -368,6 +368,28 @@ func TestRegionsHomeRestoredFromBackupNeverGoesBack(t *testing.T) {
 	if err != nil || !slices.Equal(got, []string{"s-c/root/later", "s-c/root/one"}) {
 		t.Fatalf("stale read at a after the shard converged again: %v, %v", got, err)
 	}
+
+	// A consumer of a's heartbeats sees the partition's home, confirmed in
+	// the home's new epoch.
+	cc, err := client.NewForConfig(a.srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	heartbeats := client.NewHeartbeats(cc)
+	hbCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	heartbeats.Start(hbCtx)
+	defer heartbeats.Shutdown()
+	if !heartbeats.WaitForCacheSync(ctx) {
+		t.Fatal("heartbeats at a did not sync")
+	}
+	cachetest.Eventually(t, "a's heartbeat of s-c names its home c, confirmed in c's new epoch", func(ctx context.Context) error {
+		f := heartbeats.Shard("s-c")
+		if f.Home != "c" || !f.Confirmed() || f.HomeEpoch != c.srv.Server().Epoch() {
+			return fmt.Errorf("home %q home epoch %q (c's %q), confirmed %v", f.Home, f.HomeEpoch, c.srv.Server().Epoch(), f.Confirmed())
+		}
+		return nil
+	})
 }
 
 // putConvergedHeartbeat writes shard's heartbeat at its home r: converged

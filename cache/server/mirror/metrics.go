@@ -59,7 +59,7 @@ var (
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
 		Name:           "confirmed_age_seconds",
-		Help:           "Seconds since the peer last confirmed the copy of a type (event, bookmark, list or freshness check), at the last scrape of the mirror's state.",
+		Help:           "Seconds since the peer last confirmed the copy of a type (event, bookmark, list or freshness check), updated every 10 seconds.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer", "resource"})
 )

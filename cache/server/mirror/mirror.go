@@ -143,11 +143,25 @@ func (m *Mirror) Run(ctx context.Context) {
 				}
 			}
 		}
+		m.reportAges()
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
 		}
+	}
+}
+
+// reportAges sets kcp_cache_mirror_confirmed_age_seconds of every stream.
+func (m *Mirror) reportAges() {
+	for _, p := range m.peers {
+		p.mu.Lock()
+		for gr, s := range p.streams {
+			if _, _, at := s.state(); !at.IsZero() {
+				confirmedAge.WithLabelValues(p.name, gr.String()).Set(time.Since(at).Seconds())
+			}
+		}
+		p.mu.Unlock()
 	}
 }
 

@@ -44,12 +44,17 @@ type holds struct {
 	epoch string
 	// held maps a shard to when its partition was held.
 	held map[string]time.Time
+	// releasedIn maps a shard to the epoch it was released in: its copies
+	// from the older epoch are being rewritten, not a reason to hold again.
+	releasedIn map[string]string
 	// released is closed and replaced whenever partitions are released,
 	// so that the peer's streams list again and take them up.
 	released chan struct{}
 }
 
-func newHolds() *holds { return &holds{held: map[string]time.Time{}, released: make(chan struct{})} }
+func newHolds() *holds {
+	return &holds{held: map[string]time.Time{}, releasedIn: map[string]string{}, released: make(chan struct{})}
+}
 
 // isHeld reports whether shard's copies from the peer are held.
 func (h *holds) isHeld(shard string) bool {
@@ -83,6 +88,9 @@ func (h *holds) hold(ctx context.Context, peer, epoch string, shards []string) {
 	}
 	now := time.Now()
 	for _, s := range shards {
+		if h.releasedIn[s] == epoch {
+			continue
+		}
 		if _, ok := h.held[s]; !ok {
 			h.held[s] = now
 			klog.FromContext(ctx).Info("Holding the copies of a partition whose home changed epoch, until the shard converges there again",
@@ -153,6 +161,7 @@ func (p *peer) releaseConverged(ctx context.Context) {
 	if p.holds.epoch == epoch {
 		for _, s := range release {
 			delete(p.holds.held, s)
+			p.holds.releasedIn[s] = epoch
 			heldPartitions.WithLabelValues(p.name).Dec()
 		}
 		close(p.holds.released)
