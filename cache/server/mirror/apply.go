@@ -76,6 +76,13 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 	for i := range localList.Items {
 		u := &localList.Items[i]
 		a := u.GetAnnotations()
+		if isHomeObject(u) {
+			// Written here by its shard: this cache is its home. Learnt
+			// at start, so that a consistent read of a shard that has not
+			// written since does not depend on every peer answering.
+			s.m.setHome(ctx, a[kcpcache.AnnotationShard], s.m.cfg.Self)
+			continue
+		}
 		if a[kcpcache.AnnotationHome] != s.peer.name {
 			continue
 		}

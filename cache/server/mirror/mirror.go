@@ -90,7 +90,11 @@ func New(cfg Config) (*Mirror, error) {
 	if cfg.TypeInterval == 0 {
 		cfg.TypeInterval = defaultTypeInterval
 	}
-	local, err := client.NewForConfig(cfg.Local)
+	// The mirror's writes are this server's own work, not a client's:
+	// no client-side rate (the loopback's would pace a large first sync).
+	localConfig := rest.CopyConfig(cfg.Local)
+	localConfig.QPS, localConfig.Burst, localConfig.RateLimiter = -1, 0, nil
+	local, err := client.NewForConfig(localConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -102,11 +106,19 @@ func New(cfg Config) (*Mirror, error) {
 		if _, dup := m.peers[p.Name]; dup {
 			return nil, fmt.Errorf("mirror: peer %q given twice", p.Name)
 		}
-		c, err := client.NewForConfig(p.Config)
+		// A kubeconfig cannot set a rate, and client-go's default (5
+		// requests a second) would make a mirror of some twenty types wait
+		// seconds to list and watch them after every start or outage. The
+		// mirror's requests are few and bounded (a list and a watch per
+		// type, a revision check per consistent read); the peer's own
+		// in-flight limits protect it.
+		cfg := rest.CopyConfig(p.Config)
+		cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+		c, err := client.NewForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
 		}
-		hc, err := rest.HTTPClientFor(p.Config)
+		hc, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
 		}
