@@ -40,6 +40,7 @@ type demo struct {
 	step    int
 	cache   *cachetest.Server
 	shards  map[string]*run.Shard
+	regions []*region
 }
 
 // newDemo sends every server's log (klog and etcd's) to servers.log, so that
@@ -175,7 +176,8 @@ func (d *demo) run(ctx context.Context) error {
 		}
 	}
 	detail("shard beta: /readyz 200, /readyz/cache-replication 200 (its own use of the cache is healthy)")
-	return nil
+
+	return d.runRegions(ctx)
 }
 
 // watchHeartbeats reads the shards' heartbeats as a consumer would.
@@ -297,8 +299,8 @@ func printCopies(ctx context.Context, c dynamic.Interface) error {
 	return nil
 }
 
-// stop stops every server that runs, shards before the cache; it reports
-// what failed on the way down.
+// stop stops every server that runs, shards before the cache, then the
+// regions' caches; it reports what failed on the way down.
 func (d *demo) stop() error {
 	var errs []error
 	for name, s := range d.shards {
@@ -311,6 +313,11 @@ func (d *demo) stop() error {
 	if d.cache != nil {
 		if err := d.cache.Stop(); err != nil {
 			errs = append(errs, fmt.Errorf("cache server: %w", err))
+		}
+	}
+	for _, r := range d.regions {
+		if err := r.stop(); err != nil {
+			errs = append(errs, fmt.Errorf("cache %s: %w", r.name, err))
 		}
 	}
 	return errors.Join(errs...)
