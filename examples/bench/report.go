@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -80,9 +82,27 @@ func (r *report) note(format string, args ...interface{}) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
 }
 
-// sortRows orders the rows by ID (1a, 1b, 2a, ...), the order of the issue.
+// sortRows orders the rows by ID (1a, 1b, 2a, ..., 9d, 10a), the order of
+// the issue: by the ID's number, then by its letters.
 func (r *report) sortRows() {
-	sort.SliceStable(r.Rows, func(i, j int) bool { return r.Rows[i].ID < r.Rows[j].ID })
+	sort.SliceStable(r.Rows, func(i, j int) bool { return rowIDLess(r.Rows[i].ID, r.Rows[j].ID) })
+}
+
+// rowIDLess orders IDs such as "9d" and "10a" by their leading number
+// first, so that 10a follows 9d.
+func rowIDLess(a, b string) bool {
+	na, ra := splitRowID(a)
+	nb, rb := splitRowID(b)
+	if na != nb {
+		return na < nb
+	}
+	return ra < rb
+}
+
+func splitRowID(id string) (int, string) {
+	digits := len(id) - len(strings.TrimLeft(id, "0123456789"))
+	n, _ := strconv.Atoi(id[:digits])
+	return n, id[digits:]
 }
 
 func (r *report) writeJSON(w io.Writer) error {
