@@ -126,6 +126,7 @@ func (b *bench) runPhases(ctx context.Context) error {
 		{"create", b.createThroughput},
 		{"churn", b.churn},
 		{"storm", b.listStorm},
+		{"regions", b.regions},
 	}
 	for _, s := range steps {
 		if s.name == "churn" && b.cfg.churnObjects == 0 || !b.cfg.phases[s.name] {

@@ -273,11 +273,13 @@ func TestPhasesFlag(t *testing.T) {
 	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
 		t.Errorf("phases = %v, want load and churn", c.phases)
 	}
-	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-1 || all.phases["storm"] {
-		t.Errorf("default phases = %v (%v), want all of %v but storm", all.phases, err, phases)
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-2 || all.phases["storm"] || all.phases["regions"] {
+		t.Errorf("default phases = %v (%v), want all of %v but storm and regions", all.phases, err, phases)
 	}
-	if storm, err := parseFlags([]string{"-phases", "storm"}); err != nil || !storm.phases["storm"] {
-		t.Errorf("-phases storm = %v (%v)", storm.phases, err)
+	for _, alone := range []string{"storm", "regions"} {
+		if c, err := parseFlags([]string{"-phases", alone}); err != nil || len(c.phases) != 1 || !c.phases[alone] {
+			t.Errorf("-phases %s = %v (%v)", alone, c.phases, err)
+		}
 	}
 	for _, bad := range []string{"load,nope", "get", "watch,create"} {
 		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
@@ -330,5 +332,36 @@ func TestStormAndServerFlags(t *testing.T) {
 		if err := applyServerFlags(options.NewOptions(), []string{bad}); err == nil {
 			t.Errorf("server flag %q was accepted", bad)
 		}
+	}
+}
+
+func TestRegionsFlags(t *testing.T) {
+	for _, bad := range [][]string{{"-regions-objects", "0"}, {"-regions-interval", "0s"}, {"-regions-gets", "0"}, {"-regions-memory-objects", "10"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+	c, err := parseFlags([]string{"-phases", "regions", "-regions-objects", "20", "-regions-interval", "10ms", "-regions-gets", "30", "-regions-memory-objects", "400"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.regionsObjects != 20 || c.regionsInterval != 10*time.Millisecond || c.regionsGets != 30 || c.regionsMemoryObjects != 400 {
+		t.Errorf("regions config = %+v", c)
+	}
+}
+
+// Rows sort by their ID's number first: the regions' 10a..10e follow 9d.
+func TestRowsSortByIDNumber(t *testing.T) {
+	r := &report{}
+	for _, id := range []string{"10b", "2a", "9d", "10a", "1b", "7a", "1a"} {
+		r.Rows = append(r.Rows, &row{ID: id})
+	}
+	r.sortRows()
+	var got []string
+	for _, x := range r.Rows {
+		got = append(got, x.ID)
+	}
+	if want := []string{"1a", "1b", "2a", "7a", "9d", "10a", "10b"}; !slices.Equal(got, want) {
+		t.Errorf("sorted IDs = %v, want %v", got, want)
 	}
 }

@@ -64,6 +64,11 @@ type config struct {
 	stormDuration time.Duration
 	stormGetsFor  time.Duration
 	stormAfter    time.Duration
+	// The regions phase's sizes (see regions).
+	regionsObjects       int
+	regionsInterval      time.Duration
+	regionsGets          int
+	regionsMemoryObjects int
 	// serverFlags are cache server flags (--name=value) for the server
 	// under test.
 	serverFlags []string
@@ -71,11 +76,13 @@ type config struct {
 	phases map[string]bool
 }
 
-var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm"}
+var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions"}
 
-// defaultPhases leave the storm out: it takes minutes of its own (mostly
-// waiting for memory to come back) and is run alone, -phases storm.
-var defaultPhases = phases[:len(phases)-1]
+// defaultPhases leave the storm and the regions out: each takes minutes of
+// its own (the storm mostly waiting for memory to come back, the regions
+// starting two more servers and a mirror's initial sync) and is run alone,
+// -phases storm or -phases regions.
+var defaultPhases = phases[:len(phases)-2]
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -110,6 +117,10 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.stormDuration, "storm-duration", 20*time.Second, "how long the storm runs (and GETs are measured during it)")
 	fs.DurationVar(&c.stormGetsFor, "storm-gets-for", 5*time.Second, "how long GETs are measured alone before the storm")
 	fs.DurationVar(&c.stormAfter, "storm-after", time.Minute, "how long after the storm the RSS is measured again")
+	fs.IntVar(&c.regionsObjects, "regions-objects", 300, "objects a shard creates at the home cache, one at a time, in the regions phase's propagation measurement (their GETs follow)")
+	fs.DurationVar(&c.regionsInterval, "regions-interval", 50*time.Millisecond, "pace of the regions phase's creates (one per interval)")
+	fs.IntVar(&c.regionsGets, "regions-gets", 300, "GETs of each kind in the regions phase (consistent at the mirror, consistent at the home, resourceVersion=0 at the mirror)")
+	fs.IntVar(&c.regionsMemoryObjects, "regions-memory-objects", 5000, "objects loaded at the home and then mirrored for the regions phase's memory per object")
 	fs.Func("server-flag", "a flag of the cache server under test, as --name=value (repeatable), e.g. -server-flag=--max-list-objects-in-flight=0", func(v string) error {
 		c.serverFlags = append(c.serverFlags, v)
 		return nil
@@ -160,6 +171,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-load-concurrency must be positive")
 	case c.stormObjects < 100 || c.stormLists < 1 || c.stormDuration <= 0 || c.stormGetsFor <= 0 || c.stormAfter < 0:
 		return c, fmt.Errorf("-storm-objects must be at least 100, -storm-lists, -storm-duration and -storm-gets-for positive, -storm-after not negative")
+	case c.regionsObjects < 1 || c.regionsInterval <= 0 || c.regionsGets < 1 || c.regionsMemoryObjects < 100:
+		return c, fmt.Errorf("-regions-objects, -regions-interval and -regions-gets must be positive, -regions-memory-objects at least 100")
 	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phaseList, ",") {
