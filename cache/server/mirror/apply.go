@@ -98,11 +98,12 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 		if s.peer.holds.isHeld(k.shard) {
 			continue
 		}
-		if existing, ok := have[k]; ok && sameContent(existing, s.desiredCopy(u)) {
+		existing, ok := have[k]
+		if ok && sameContent(existing, s.desiredCopy(u)) {
 			s.m.setHome(ctx, k.shard, s.peer.name)
 			continue
 		}
-		if err := s.applyPeerObject(ctx, u); err != nil {
+		if err := s.applyPeerObject(ctx, u, !ok); err != nil {
 			return err
 		}
 	}
@@ -121,7 +122,11 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 // applyPeerObject writes the copy of the peer's object u here, or deletes
 // the copy when the peer no longer holds u as its home (it became a mirror
 // there: the shard's home moved).
-func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured) error {
+//
+// isNew says the copy is likely missing (a watch ADDED event, a list item
+// with no copy here): it is created first, updated only if it exists, which
+// spares a new object the round trip of an update answered NotFound.
+func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew bool) error {
 	k := keyOf(u)
 	if s.peer.holds.isHeld(k.shard) {
 		return nil
@@ -145,6 +150,16 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	s.m.setHome(ctx, k.shard, s.peer.name)
 	desired := s.desiredCopy(u)
 	r := s.partitionClient(k)
+	if isNew {
+		_, err := r.Create(ctx, desired, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			writes.WithLabelValues(s.peer.name, "create").Inc()
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating the copy %v: %w", k, err)
+		}
+	}
 	_, err := r.Update(ctx, desired, metav1.UpdateOptions{})
 	switch {
 	case err == nil:

@@ -202,7 +202,7 @@ func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (st
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				if err := s.applyPeerObject(ctx, u); err != nil {
+				if err := s.applyPeerObject(ctx, u, ev.Type == watch.Added); err != nil {
 					return last, err
 				}
 			case watch.Deleted:
