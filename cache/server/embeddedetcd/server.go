@@ -114,6 +114,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// etcd logs through zap; keep it to warnings so that the cache's own
 	// structured log stays readable.
 	ec.LogLevel = "warn"
+	// embed.NewConfig leaves the slow-request threshold at zero (etcd's
+	// command sets its 300 ms default from its flags), which makes every
+	// request "slow": one warning line per request. Keep etcd's default.
+	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
