@@ -34,8 +34,9 @@ type Config struct {
 
 	// InMemory keeps the data in memory only: the member runs in a fresh
 	// directory on a memory file system (/dev/shm where there is one),
-	// without fsync, and Close removes it. Every start is a new cluster with
-	// a new identity and no data. Directory, if set, is not created; it
+	// without fsync, and Close removes it. Every start without a Group is a
+	// new cluster with a new identity and no data. Directory, if set, is
+	// not created; it
 	// names the memory directory, so that a start after a crash frees what
 	// the crashed member held.
 	InMemory bool
@@ -46,6 +47,12 @@ type Config struct {
 	// scaled-out cache; a cache server runs one member.
 	Name           string
 	InitialCluster string
+
+	// Group, with InMemory, makes the member one of several in-memory
+	// members of one cache, each in its own server (see Group); Name,
+	// InitialCluster and PeerPort are then the group's. Start joins the
+	// running group, or starts it anew when none runs.
+	Group *Group
 
 	// ClientPort and PeerPort are loopback ports; 0 reserves a free one
 	// that no other caller in this process (or, for a while, another

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/klog/v2"
 
@@ -35,6 +36,15 @@ type Server struct {
 // with an error if it fails or does not become ready within the timeout.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	logger := klog.FromContext(ctx).WithName("embedded-etcd")
+	ctx = klog.NewContext(ctx, logger)
+	if cfg.Group != nil {
+		if !cfg.InMemory {
+			return nil, fmt.Errorf("%w: a group is of in-memory members only", errGroupMisconfigured)
+		}
+		if err := cfg.Group.validate(); err != nil {
+			return nil, err
+		}
+	}
 	var memoryDir string
 	if cfg.InMemory {
 		dir, err := memoryDirectory(cfg.Directory)
@@ -51,28 +61,70 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Directory == "" {
 		return nil, fmt.Errorf("embedded etcd needs a data directory")
 	}
-	if err := os.MkdirAll(cfg.Directory, 0o700); err != nil {
-		return nil, fmt.Errorf("creating embedded etcd directory: %w", err)
-	}
-	// etcd insists on a private data directory.
-	if err := os.Chmod(cfg.Directory, 0o700); err != nil {
-		return nil, fmt.Errorf("securing embedded etcd directory: %w", err)
+	if err := privateDirectory(cfg.Directory); err != nil {
+		return nil, err
 	}
 	cfg, err := cfg.WithPorts()
 	if err != nil {
 		removeMemoryDir()
 		return nil, err
 	}
-	clientPort, peerPort := cfg.ClientPort, cfg.PeerPort
+	ec, clientURL, err := cfg.etcdConfig()
+	if err != nil {
+		removeMemoryDir()
+		return nil, err
+	}
+	if err := setWALSegmentSize(cfg.WALSegmentSizeBytes); err != nil {
+		removeMemoryDir()
+		return nil, err
+	}
+	deadline := time.Now().Add(orDefault(cfg.StartTimeout, defaultStartTimeout))
+	var e *embed.Etcd
+	if cfg.Group != nil {
+		// An attempt to join that failed leaves a started member's files.
+		reset := func() error {
+			if err := os.RemoveAll(cfg.Directory); err != nil {
+				return err
+			}
+			return privateDirectory(cfg.Directory)
+		}
+		e, err = cfg.Group.launch(ctx, ec, deadline, reset)
+	} else {
+		e, err = launch(ctx, ec, deadline)
+	}
+	if err != nil {
+		removeMemoryDir()
+		return nil, err
+	}
+	s := &Server{etcd: e, clientURL: clientURL, memoryDir: memoryDir}
+	logger.Info("Embedded etcd is ready", "clientURL", s.clientURL, "directory", cfg.Directory, "inMemory", cfg.InMemory, "clusterID", e.Server.Cluster().ID().String())
+	s.startMaintenance(klog.NewContext(context.WithoutCancel(ctx), logger), cfg)
+	return s, nil
+}
 
+// privateDirectory creates dir if needed, readable by its owner only, as
+// etcd insists.
+func privateDirectory(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating embedded etcd directory: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("securing embedded etcd directory: %w", err)
+	}
+	return nil
+}
+
+// etcdConfig is etcd's configuration of the member, and the URL this
+// server's clients reach it at.
+func (cfg Config) etcdConfig() (*embed.Config, string, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	if ec.Name == "" {
 		ec.Name = defaultName
 	}
 	ec.Dir = cfg.Directory
-	clientURL := cfg.loopbackURL(clientPort)
-	peerURL := cfg.loopbackURL(peerPort)
+	clientURL := cfg.loopbackURL(cfg.ClientPort)
+	peerURL := cfg.loopbackURL(cfg.PeerPort)
 	ec.ListenClientUrls = []url.URL{clientURL}
 	ec.AdvertiseClientUrls = []url.URL{clientURL}
 	ec.ListenPeerUrls = []url.URL{peerURL}
@@ -85,6 +137,14 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ec.ClientTLSInfo = cfg.TLS.serverInfo()
 		ec.PeerTLSInfo = cfg.TLS.serverInfo()
 	}
+	if cfg.Group != nil {
+		// The group's peers speak plain HTTP (Group); the loopback client
+		// URL keeps its TLS.
+		ec.PeerTLSInfo = transport.TLSInfo{}
+		if err := cfg.Group.configure(ec); err != nil {
+			return nil, "", err
+		}
+	}
 	ec.WatchProgressNotifyInterval = orDefault(cfg.ProgressNotifyInterval, DefaultProgressNotifyInterval)
 	ec.QuotaBackendBytes = cfg.QuotaBackendBytes
 	if ec.QuotaBackendBytes == 0 {
@@ -95,20 +155,16 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	for _, raw := range cfg.ListenMetricsURLs {
 		u, err := url.Parse(raw)
 		if err != nil {
-			removeMemoryDir()
-			return nil, fmt.Errorf("embedded etcd metrics URL %q: %w", raw, err)
+			return nil, "", fmt.Errorf("embedded etcd metrics URL %q: %w", raw, err)
 		}
 		ec.ListenMetricsUrls = append(ec.ListenMetricsUrls, *u)
-	}
-	if err := setWALSegmentSize(cfg.WALSegmentSizeBytes); err != nil {
-		removeMemoryDir()
-		return nil, err
 	}
 	// etcd keeps every raft entry since its last snapshot in memory, plus
 	// a tail for followers to catch up from: 15,000 entries by default, a
 	// copy of each of the last 15,000 writes (about 1.3 KB each for a kcp
 	// object). A single member has no followers, so it snapshots more often
 	// and keeps a short tail; the entries are in the WAL on disk regardless.
+	// A member of a group that falls further behind gets a snapshot.
 	ec.SnapshotCount = snapshotCount
 	ec.SnapshotCatchUpEntries = snapshotCatchUpEntries
 	// etcd logs through zap; keep it to warnings so that the cache's own
@@ -118,31 +174,30 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	// command sets its 300 ms default from its flags), which makes every
 	// request "slow": one warning line per request. Keep etcd's default.
 	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
+	return ec, clientURL.String(), nil
+}
 
+// launch starts etcd with ec and waits until it serves, fails, or deadline
+// passes; on failure nothing of it keeps running.
+func launch(ctx context.Context, ec *embed.Config, deadline time.Time) (*embed.Etcd, error) {
 	e, err := embed.StartEtcd(ec)
 	if err != nil {
-		removeMemoryDir()
 		return nil, fmt.Errorf("starting embedded etcd: %w", err)
 	}
-	fail := func(err error) (*Server, error) {
-		e.Close()
-		removeMemoryDir()
-		return nil, err
-	}
-	timeout := orDefault(cfg.StartTimeout, defaultStartTimeout)
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
 	select {
 	case <-e.Server.ReadyNotify():
-	case err := <-e.Err():
-		return fail(fmt.Errorf("embedded etcd failed while starting: %w", err))
-	case <-time.After(timeout):
-		return fail(fmt.Errorf("embedded etcd not ready after %s", timeout))
+		return e, nil
+	case err = <-e.Err():
+		err = fmt.Errorf("embedded etcd failed while starting: %w", err)
+	case <-timer.C:
+		err = fmt.Errorf("embedded etcd not ready by the start timeout")
 	case <-ctx.Done():
-		return fail(ctx.Err())
+		err = ctx.Err()
 	}
-	s := &Server{etcd: e, clientURL: clientURL.String(), memoryDir: memoryDir}
-	logger.Info("Embedded etcd is ready", "clientURL", s.clientURL, "directory", cfg.Directory, "inMemory", cfg.InMemory, "clusterID", e.Server.Cluster().ID().String())
-	s.startMaintenance(klog.NewContext(context.WithoutCancel(ctx), logger), cfg)
-	return s, nil
+	e.Close()
+	return nil, err
 }
 
 // ClientURL is the URL clients reach the member at.
@@ -152,7 +207,7 @@ func (s *Server) ClientURL() string { return s.clientURL }
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
 
 // ClusterID is the identity of the member's cluster; an in-memory member
-// has a new one at every start.
+// has a new one at every start, unless it rejoined its running group.
 func (s *Server) ClusterID() string { return s.etcd.Server.Cluster().ID().String() }
 
 // Close stops the member gracefully: maintenance ends, in-flight requests

@@ -1,0 +1,361 @@
+package embeddedetcd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"k8s.io/klog/v2"
+)
+
+// A group is several in-memory members of one cache, each in its own
+// cache server, forming one etcd cluster: a write is acknowledged once a
+// majority of the members has it, so every member holds every write, and a
+// member that lost its memory (its server restarted) is refilled by the
+// others.
+//
+// A member without data cannot come back under its old identity: raft
+// counts on a member keeping what it acknowledged, and one that forgot it
+// could help elect a leader that lacks acknowledged writes. So a restarted
+// member joins as a new one: it asks a live member to remove its old entry
+// and add it again (etcd's runtime reconfiguration), then starts with
+// initial-cluster-state=existing and an empty directory, and the leader
+// sends it a snapshot. Only when no member of the group runs a cluster
+// (none answers, or those that answer are themselves starting one that
+// never had a leader) does a member start a new cluster with the whole
+// group, as etcd's static bootstrap: a majority must then come up within
+// the start timeout.
+
+const (
+	// groupClusterToken keeps the group's member and cluster IDs apart
+	// from those of other etcd clusters on the same peer URLs.
+	groupClusterToken = "kcp-cache-memory-group"
+	// groupProbeTimeout bounds each question to another member's peer
+	// listener: a member that does not answer this fast counts as down.
+	groupProbeTimeout = time.Second
+	// groupReconfigureTimeout bounds removing and adding this member
+	// through a live one.
+	groupReconfigureTimeout = 5 * time.Second
+	// groupRetryInterval is the pause between attempts to join: etcd
+	// refuses to add a member until the one asked has been connected to
+	// every other for five seconds (its strict reconfiguration check), and
+	// a cluster without a leader cannot change its membership at all.
+	groupRetryInterval = time.Second
+	// clusterVersionNotDecided is what a member's /version says before its
+	// cluster ever had a leader.
+	clusterVersionNotDecided = "not_decided"
+)
+
+// Group makes an in-memory member one of several members of one cluster.
+// Its traffic (peers, and the client URL through which others change the
+// membership) is plain HTTP: keep it on a private network.
+type Group struct {
+	// Name is this member's; it must be one of Peers.
+	Name string
+	// Peers is the whole group, this member included.
+	Peers []Peer
+	// ClientURL (http://host:port) is where this member serves the other
+	// members' requests to change the membership. The member listens on
+	// it (on every interface when the host is a name, not an address).
+	ClientURL string
+}
+
+// Peer is a member of a group: its name and the URL of its peer listener.
+type Peer struct {
+	Name string
+	URL  string
+}
+
+var (
+	// errGroupMisconfigured ends a start that retrying cannot fix.
+	errGroupMisconfigured = errors.New("memory group misconfigured")
+	// errGroupJoin ends a start whose running group did not take the
+	// member within the start timeout.
+	errGroupJoin = errors.New("the running memory group did not take this member")
+)
+
+func (g Group) validate() error {
+	if _, ok := g.self(); !ok {
+		return fmt.Errorf("%w: member %q is not one of its peers", errGroupMisconfigured, g.Name)
+	}
+	for _, raw := range append([]string{g.ClientURL}, g.peerURLs()...) {
+		if u, err := url.Parse(raw); err != nil || u.Scheme != "http" || u.Port() == "" {
+			return fmt.Errorf("%w: %q is not an http://host:port URL", errGroupMisconfigured, raw)
+		}
+	}
+	return nil
+}
+
+func (g Group) self() (Peer, bool) {
+	for _, p := range g.Peers {
+		if p.Name == g.Name {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+func (g Group) peerURLs() []string {
+	urls := make([]string, 0, len(g.Peers))
+	for _, p := range g.Peers {
+		urls = append(urls, p.URL)
+	}
+	return urls
+}
+
+func (g Group) initialCluster() string {
+	pairs := make([]string, 0, len(g.Peers))
+	for _, p := range g.Peers {
+		pairs = append(pairs, p.Name+"="+p.URL)
+	}
+	return strings.Join(pairs, ",")
+}
+
+// configure makes ec a member of the group: named, on its peer URL, and
+// serving the group on ClientURL next to the loopback client URL.
+func (g Group) configure(ec *embed.Config) error {
+	self, _ := g.self()
+	peer, err := url.Parse(self.URL)
+	if err != nil {
+		return err
+	}
+	client, err := url.Parse(g.ClientURL)
+	if err != nil {
+		return err
+	}
+	ec.Name = g.Name
+	ec.ListenPeerUrls = []url.URL{listenURL(*peer)}
+	ec.AdvertisePeerUrls = []url.URL{*peer}
+	ec.ListenClientUrls = append(ec.ListenClientUrls, listenURL(*client))
+	// Others learn where to reach this member from the membership; the
+	// loopback URL is for this server's own API server only.
+	ec.AdvertiseClientUrls = []url.URL{*client}
+	ec.InitialClusterToken = groupClusterToken
+	ec.InitialCluster = g.initialCluster()
+	return nil
+}
+
+// listenURL is u on the address it names, or on every interface when it
+// names a host: etcd binds addresses only.
+func listenURL(u url.URL) url.URL {
+	if net.ParseIP(u.Hostname()) == nil {
+		u.Host = net.JoinHostPort("0.0.0.0", u.Port())
+	}
+	return u
+}
+
+// launch starts the member as a new cluster or as a new member of the
+// running one (see the top of this file), retrying until deadline while
+// the group cannot take it yet. reset empties the member's directory
+// between attempts.
+func (g Group) launch(ctx context.Context, ec *embed.Config, deadline time.Time, reset func() error) (*embed.Etcd, error) {
+	logger := klog.FromContext(ctx)
+	for {
+		state, initialCluster, err := g.plan(ctx)
+		if err == nil {
+			ec.ClusterState, ec.InitialCluster = state, initialCluster
+			logger.Info("Starting a member of the memory group", "member", g.Name, "clusterState", state, "initialCluster", initialCluster)
+			var e *embed.Etcd
+			if e, err = launch(ctx, ec, deadline); err == nil {
+				return e, nil
+			}
+			if state == embed.ClusterStateFlagNew {
+				return nil, fmt.Errorf("starting the memory group anew (a majority of %s must start within the start timeout): %w", g.initialCluster(), err)
+			}
+			if resetErr := reset(); resetErr != nil {
+				return nil, resetErr
+			}
+		}
+		if errors.Is(err, errGroupMisconfigured) {
+			return nil, err
+		}
+		logger.Info("The memory group cannot take this member yet; retrying", "member", g.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(groupRetryInterval):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: %w (a group that lost its majority cannot take members back: restart every member, and the group starts anew, empty)", errGroupJoin, err)
+		}
+	}
+}
+
+// plan decides how the member starts: as a new member of the running
+// cluster (it is added here, and initialCluster is the membership
+// including it), or as one of a new cluster.
+func (g Group) plan(ctx context.Context) (state, initialCluster string, err error) {
+	answers, err := g.probe(ctx)
+	if err != nil {
+		return "", "", err
+	}
+	running := false
+	var endpoints []string
+	for _, a := range answers {
+		if a.clusterVersion == clusterVersionNotDecided {
+			continue
+		}
+		running = true
+		for _, u := range a.clientURLs {
+			if strings.HasPrefix(u, "http://") && !slices.Contains(endpoints, u) {
+				endpoints = append(endpoints, u)
+			}
+		}
+	}
+	if !running {
+		return embed.ClusterStateFlagNew, g.initialCluster(), nil
+	}
+	if len(endpoints) == 0 {
+		return "", "", errors.New("members answer but none advertises a client URL yet")
+	}
+	initialCluster, err = g.rejoin(ctx, endpoints)
+	if err != nil {
+		return "", "", err
+	}
+	return embed.ClusterStateFlagExisting, initialCluster, nil
+}
+
+// peerAnswer is what a member's peer listener tells about its cluster.
+type peerAnswer struct {
+	peer Peer
+	// clusterVersion is "not_decided" until the cluster had a leader.
+	clusterVersion string
+	// clientURLs are those of every member that has started.
+	clientURLs []string
+}
+
+// probe asks every other member's peer listener, at once, about its
+// cluster; members that do not answer are left out. Something answering at
+// this member's own peer URL is an error: another process is this member.
+func (g Group) probe(ctx context.Context) ([]peerAnswer, error) {
+	client := &http.Client{Timeout: groupProbeTimeout}
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	var answers []peerAnswer
+	var self error
+	var wg sync.WaitGroup
+	for _, p := range g.Peers {
+		wg.Go(func() {
+			a, err := probePeer(ctx, client, p)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if p.Name == g.Name {
+				self = fmt.Errorf("%w: an etcd member already answers at this member's peer URL %s", errGroupMisconfigured, p.URL)
+				return
+			}
+			answers = append(answers, a)
+		})
+	}
+	wg.Wait()
+	return answers, self
+}
+
+func probePeer(ctx context.Context, client *http.Client, p Peer) (peerAnswer, error) {
+	a := peerAnswer{peer: p}
+	var versions struct {
+		Cluster string `json:"etcdcluster"`
+	}
+	if err := getJSON(ctx, client, p.URL+"/version", &versions); err != nil {
+		return a, err
+	}
+	a.clusterVersion = versions.Cluster
+	var members []struct {
+		ClientURLs []string `json:"clientURLs"`
+	}
+	if err := getJSON(ctx, client, p.URL+"/members", &members); err != nil {
+		return a, err
+	}
+	for _, m := range members {
+		a.clientURLs = append(a.clientURLs, m.ClientURLs...)
+	}
+	return a, nil
+}
+
+func getJSON(ctx context.Context, client *http.Client, u string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", u, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(into)
+}
+
+// rejoin removes this member's old entry (same name, or same peer URL: an
+// entry added by an attempt that never started has no name yet) through
+// the running members at endpoints and adds it again. It returns the
+// membership to start with, in etcd's initial-cluster form. Both steps
+// need the cluster's leader; the addition also needs the member asked to
+// be connected to every other (strict reconfiguration), so a group that
+// just lost or regained a member refuses for a few seconds.
+func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
+	self, _ := g.self()
+	ctx, cancel := context.WithTimeout(ctx, groupReconfigureTimeout)
+	defer cancel()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: groupProbeTimeout, Logger: zap.NewNop()})
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = cli.Close() }()
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return "", fmt.Errorf("listing the members: %w", err)
+	}
+	for _, m := range list.Members {
+		if m.Name != g.Name && !slices.Contains(m.PeerURLs, self.URL) {
+			continue
+		}
+		if _, err := cli.MemberRemove(ctx, m.ID); err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return "", fmt.Errorf("removing this member's old entry %x: %w", m.ID, err)
+		}
+		klog.FromContext(ctx).Info("Removed this member's old entry from the memory group", "member", g.Name, "oldID", fmt.Sprintf("%x", m.ID))
+	}
+	added, err := cli.MemberAdd(ctx, []string{self.URL})
+	if err != nil {
+		return "", fmt.Errorf("adding this member: %w", err)
+	}
+	// etcd checks that the starting member's initial cluster has exactly
+	// the running membership's peer URLs; names are only local, so the
+	// configured ones are used where known.
+	names := map[string]string{}
+	for _, p := range g.Peers {
+		names[p.URL] = p.Name
+	}
+	var pairs []string
+	for _, m := range added.Members {
+		for _, u := range m.PeerURLs {
+			name := names[u]
+			switch {
+			case m.ID == added.Member.ID:
+				name = g.Name
+			case name == "" && m.Name != "":
+				name = m.Name
+			case name == "":
+				name = fmt.Sprintf("%x", m.ID)
+			}
+			pairs = append(pairs, name+"="+u)
+		}
+	}
+	return strings.Join(pairs, ","), nil
+}
