@@ -13,7 +13,8 @@ const (
 	// directory, or the external cluster of --etcd-servers.
 	StorageEtcd = "etcd"
 	// StorageMemory keeps data in an embedded member without disk: a
-	// restarted server starts empty, as a new epoch, and shards refill it.
+	// restarted server starts empty, as a new epoch, and shards refill it;
+	// a server of a group (MemoryGroupOptions) refills from the others.
 	StorageMemory = "memory"
 
 	// DefaultEmbeddedEtcdMaintenanceInterval is how often the embedded etcd
@@ -54,11 +55,14 @@ type EmbeddedEtcdOptions struct {
 	// its existing data (etcd's --force-new-cluster), e.g. after its data
 	// directory was restored from another installation.
 	ForceNewCluster bool
+
+	// MemoryGroup makes several in-memory servers one group.
+	MemoryGroup *MemoryGroupOptions
 }
 
 // NewEmbeddedEtcdOptions returns kcp-compatible defaults.
 func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
-	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval}
+	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval, MemoryGroup: NewMemoryGroupOptions()}
 }
 
 // AddFlags adds the embedded etcd's flags to fs.
@@ -66,7 +70,7 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Directory, "embedded-etcd-directory", o.Directory,
 		"Directory of the embedded etcd's data (and its TLS files when there is no root directory). Relative to --root-directory (or to the working directory without one) unless absolute; defaults to <root-directory>/etcd-server. Used only when --etcd-servers is empty.")
 	fs.StringVar(&o.Storage, "storage", o.Storage,
-		"Where data lives: \"etcd\" (the embedded etcd's directory, or --etcd-servers) or \"memory\" (an embedded etcd without disk: a restarted server starts empty and the shards refill it; several such servers give availability).")
+		"Where data lives: \"etcd\" (the embedded etcd's directory, or --etcd-servers) or \"memory\" (an embedded etcd without disk: a restarted server starts empty and the shards refill it). Several memory servers hold the same data only as one group (--memory-peers); a restarted server of a group refills from the others.")
 	fs.DurationVar(&o.MaintenanceInterval, "embedded-etcd-maintenance-interval", o.MaintenanceInterval,
 		"How often the embedded etcd reports its database size (kcp_cache_embedded_etcd_db_size_bytes) and defragments its file when more than half of it is free space.")
 	fs.IntVar(&o.ClientPort, "embedded-etcd-client-port", o.ClientPort, "Loopback port the embedded etcd serves clients on; 0 picks a free port.")
@@ -79,22 +83,26 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 		"URLs (http://host:port) where the embedded etcd also serves its /metrics and /health, without TLS.")
 	fs.BoolVar(&o.ForceNewCluster, "embedded-etcd-force-new-cluster", o.ForceNewCluster,
 		"Start the embedded etcd as a new one-member cluster from the data in its directory (etcd's --force-new-cluster), e.g. data restored from another installation.")
+	o.MemoryGroup.AddFlags(fs)
 }
 
 // ValidateStorage checks --storage against whether an external etcd is
 // configured; it applies whether or not the member runs.
 func (o *EmbeddedEtcdOptions) ValidateStorage(external bool) []error {
+	errs := o.MemoryGroup.Validate(o.Storage)
 	switch o.Storage {
 	case StorageEtcd:
-		return nil
 	case StorageMemory:
 		if external {
-			return []error{fmt.Errorf("--storage=memory runs an embedded etcd without disk; it contradicts --etcd-servers")}
+			errs = append(errs, fmt.Errorf("--storage=memory runs an embedded etcd without disk; it contradicts --etcd-servers"))
 		}
-		return nil
+		if o.ForceNewCluster && o.MemoryGroup.Enabled() {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-force-new-cluster contradicts --memory-peers: a group member holds no data of its own to start from"))
+		}
 	default:
-		return []error{fmt.Errorf("--storage must be %q or %q, got %q", StorageEtcd, StorageMemory, o.Storage)}
+		errs = append(errs, fmt.Errorf("--storage must be %q or %q, got %q", StorageEtcd, StorageMemory, o.Storage))
 	}
+	return errs
 }
 
 // Validate checks the member's settings.

@@ -209,6 +209,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
+		if ec.Group, err = memoryGroup(opts.EmbeddedEtcd.MemoryGroup); err != nil {
+			return nil, err
+		}
 		// Only this process may reach the member: TLS with client
 		// certificates, regenerated at every start under the root
 		// directory, or in the member's own directory without one.

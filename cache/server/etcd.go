@@ -8,6 +8,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 )
 
 // etcdDialTimeout bounds how long a new etcd client waits for a connection.
@@ -33,4 +36,21 @@ func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	return cli, nil
+}
+
+// memoryGroup is the embedded member's group of --memory-peers; nil
+// without one.
+func memoryGroup(o *options.MemoryGroupOptions) (*embeddedetcd.Group, error) {
+	if !o.Enabled() {
+		return nil, nil
+	}
+	members, err := o.Members()
+	if err != nil {
+		return nil, err
+	}
+	g := &embeddedetcd.Group{Name: o.MemberName, ClientURL: o.ClientURL}
+	for _, m := range members {
+		g.Peers = append(g.Peers, embeddedetcd.Peer{Name: m.Name, URL: m.URL})
+	}
+	return g, nil
 }

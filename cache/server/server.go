@@ -192,8 +192,9 @@ func (s *Server) EmbeddedEtcdURL() string {
 }
 
 // EmbeddedEtcdClusterID is the identity of the embedded etcd's cluster;
-// empty without one. An in-memory etcd (--storage=memory) has a new one at
-// every start: the cache starts empty, a new epoch.
+// empty without one. An in-memory etcd (--storage=memory) alone has a new
+// one at every start: the cache starts empty, a new epoch. A member of a
+// group (--memory-peers) that rejoins a running group keeps the group's.
 func (s *Server) EmbeddedEtcdClusterID() string {
 	if s.etcd == nil {
 		return ""
