@@ -316,10 +316,26 @@ func (s *Server) restart(ctx context.Context, readyPath string, opts []Option) e
 	for _, opt := range opts {
 		opt(&s.opts)
 	}
+	if err := s.Halt(); err != nil {
+		return err
+	}
+	return s.startServer(ctx, readyPath)
+}
+
+// Halt stops the server and keeps what Restart keeps (etcd, directories,
+// address) until Resume starts it again: for tests of what happens while
+// it is down. It returns the stopped server's Run error.
+func (s *Server) Halt() error {
 	if err := s.process.Stop(); err != nil {
 		return fmt.Errorf("stopping: %w", err)
 	}
-	return s.startServer(ctx, readyPath)
+	return nil
+}
+
+// Resume starts a server that Halt stopped, with its options, and waits
+// until it is ready.
+func (s *Server) Resume(ctx context.Context) error {
+	return s.startServer(ctx, "/readyz")
 }
 
 // Server is the running cache server (the mounted one, when mounted), for

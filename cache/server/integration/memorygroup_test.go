@@ -1,0 +1,283 @@
+package integration_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
+)
+
+// startMemoryGroup starts n --storage=memory servers of one group on
+// loopback, all at once: a new group needs a majority of its members up
+// within the start timeout.
+// It returns the servers and the URLs at which their members serve the
+// group (plain HTTP).
+func startMemoryGroup(t *testing.T, n int) ([]*cachetest.Server, []string) {
+	t.Helper()
+	var peers []string
+	clientURLs := make([]string, n)
+	for i := range n {
+		peerPort, err := ports.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientPort, err := ports.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers = append(peers, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, peerPort))
+		clientURLs[i] = fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+	}
+	servers := make([]*cachetest.Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		var o cachetest.Options
+		ownEmbeddedEtcd(func(o *options.Options) {
+			o.EmbeddedEtcd.Storage = options.StorageMemory
+			g := o.EmbeddedEtcd.MemoryGroup
+			g.Peers, g.MemberName, g.ClientURL = peers, fmt.Sprintf("m%d", i), clientURLs[i]
+		})(&o)
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
+			defer cancel()
+			servers[i], errs[i] = cachetest.Start(ctx, o)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("starting member m%d: %v", i, err)
+		}
+		cachetest.StopOnCleanup(t, fmt.Sprintf("member m%d", i), servers[i].Stop)
+	}
+	return servers, clientURLs
+}
+
+// growRaftLog writes n revisions of one key outside the cache's prefix,
+// through the group's members: enough, beyond the few thousand entries
+// etcd keeps, that a member joining afterwards is sent a snapshot, as
+// after a shard's full push, instead of the log from its start.
+func growRaftLog(ctx context.Context, t *testing.T, clientURLs []string, n int) {
+	t.Helper()
+	c, err := clientv3.New(clientv3.Config{Endpoints: clientURLs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	const writers = 8
+	errs := make(chan error, writers)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := w; i < n; i += writers {
+				if _, err := c.Put(ctx, "/memory-group-test/log", fmt.Sprint(i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// haltAll stops every server at once.
+func haltAll(t *testing.T, servers []*cachetest.Server) {
+	t.Helper()
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() { errs[i] = srv.Halt() })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("stopping m%d: %v", i, err)
+		}
+	}
+}
+
+// exportsAt lists every APIExport a server holds (a consistent list), as
+// partition/name -> the spec's value.
+func exportsAt(ctx context.Context, t *testing.T, srv *cachetest.Server) (map[string]string, error) {
+	list, err := dyn(t, srv, kcpcache.Wildcard, kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	got := map[string]string{}
+	for _, o := range list.Items {
+		v, _, _ := unstructuredString(o.Object, "spec", "v")
+		got[partitionOf(o)] = v
+	}
+	return got, nil
+}
+
+func unstructuredString(obj map[string]interface{}, fields ...string) (string, bool, error) {
+	cur := any(obj)
+	for _, f := range fields {
+		m, ok := cur.(map[string]interface{})
+		if !ok {
+			return "", false, nil
+		}
+		cur = m[f]
+	}
+	s, ok := cur.(string)
+	return s, ok, nil
+}
+
+// diffExports says how got differs from want; empty when equal.
+func diffExports(got, want map[string]string) string {
+	if maps.Equal(got, want) {
+		return ""
+	}
+	var missing, wrong []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			missing = append(missing, k)
+		} else if g != v {
+			wrong = append(wrong, k)
+		}
+	}
+	return fmt.Sprintf("%d objects, want %d; missing %d (e.g. %v), different %d (e.g. %v)",
+		len(got), len(want), len(missing), missing[:min(3, len(missing))], len(wrong), wrong[:min(3, len(wrong))])
+}
+
+// Three --storage=memory servers of one group hold the same objects,
+// whichever server a shard wrote through; one that restarts while no
+// shard writes is whole again from the others, in the same epoch; a group
+// restarted as a whole is empty, in a new epoch.
+func TestMemoryGroupStaysWhole(t *testing.T) {
+	t.Parallel()
+	servers, clientURLs := startMemoryGroup(t, 3)
+	ctx := testContext(t)
+	epoch := epochOf(t, servers[0])
+	for i, srv := range servers[1:] {
+		if got := epochOf(t, srv); got != epoch {
+			t.Errorf("member m%d announces epoch %q, m0 %q", i+1, got, epoch)
+		}
+	}
+
+	// Shard s<i> writes through server i, each object with its own value.
+	want := map[string]string{}
+	write := func(through []int, round string, n int) {
+		t.Helper()
+		for j := range n {
+			i := through[j%len(through)]
+			shard := fmt.Sprintf("s%d", i)
+			name := fmt.Sprintf("%s-%03d", round, j)
+			value := fmt.Sprintf("%s written through m%d", name, i)
+			c := scopedDyn(t, servers[i].ShardConfig(t, shard), shard, "root").Resource(apiExports)
+			if _, err := c.Create(ctx, apiExport(name, map[string]interface{}{"v": value}), metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating %s as %s through m%d: %v", name, shard, i, err)
+			}
+			want[shard+"/root/"+name] = value
+		}
+	}
+	write([]int{0, 1, 2}, "first", 60)
+	// A consistent list is a quorum read: every server answers with every
+	// acknowledged write at once, whichever server took it.
+	for i, srv := range servers {
+		got, err := exportsAt(ctx, t, srv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffExports(got, want); d != "" {
+			t.Errorf("m%d lists %s", i, d)
+		}
+	}
+
+	if err := servers[2].Halt(); err != nil {
+		t.Fatal(err)
+	}
+	write([]int{0, 1}, "while-m2-down", 40)
+	growRaftLog(ctx, t, clientURLs[:2], 4000)
+
+	// No shard writes from here on: m2 refills from its peers only.
+	start := time.Now()
+	resumeCtx, cancel := context.WithTimeout(klog.NewContext(ctx, klog.Background()), cachetest.DefaultTimeout)
+	defer cancel()
+	if err := servers[2].Resume(resumeCtx); err != nil {
+		t.Fatalf("restarting m2: %v", err)
+	}
+	ready := time.Since(start)
+	cachetest.Eventually(t, "m2 lists what its peers list", func(ctx context.Context) error {
+		got, err := exportsAt(ctx, t, servers[2])
+		if err != nil {
+			return err
+		}
+		if d := diffExports(got, want); d != "" {
+			return fmt.Errorf("m2 lists %s", d)
+		}
+		return nil
+	})
+	t.Logf("m2 restarted with no shard writing: ready after %s, listed all %d objects after %s",
+		ready.Round(time.Millisecond), len(want), time.Since(start).Round(time.Millisecond))
+	for i, srv := range servers[:2] {
+		got, err := exportsAt(ctx, t, srv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := diffExports(got, want); d != "" {
+			t.Errorf("m%d lists %s", i, d)
+		}
+	}
+	if got := epochOf(t, servers[2]); got != epoch {
+		t.Errorf("m2 rejoined in epoch %q, the group's is %q: clients would relist for nothing", got, epoch)
+	}
+
+	// The whole group down: its data is gone, and the group that starts
+	// again is a new history.
+	haltAll(t, servers)
+	errs := make([]error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Go(func() { errs[i] = srv.Resume(resumeCtx) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("restarting m%d with the whole group: %v", i, err)
+		}
+	}
+	renewed := epochOf(t, servers[0])
+	if renewed == epoch {
+		t.Errorf("a group restarted as a whole kept epoch %q", epoch)
+	}
+	for i, srv := range servers {
+		if got := epochOf(t, srv); got != renewed {
+			t.Errorf("m%d announces epoch %q after the group restarted, m0 %q", i, got, renewed)
+		}
+		got, err := exportsAt(ctx, t, srv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 0 {
+			t.Errorf("m%d holds %d objects after the whole group restarted, want none: %s", i, len(got), strings.Join(keys(got), " "))
+		}
+	}
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
