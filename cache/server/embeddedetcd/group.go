@@ -188,7 +188,7 @@ func (g Group) launch(ctx context.Context, ec *embed.Config, deadline time.Time,
 		case <-time.After(groupRetryInterval):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%w: %w (a group that lost its majority cannot take members back: restart every member, and the group starts anew, empty)", errGroupJoin, err)
+			return nil, fmt.Errorf("%w: %w (if the group lost its majority, it cannot take members back: restart every member, and the group starts anew, empty)", errGroupJoin, err)
 		}
 	}
 }
