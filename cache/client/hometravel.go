@@ -23,10 +23,19 @@ import (
 // list or watch, which is the intended recovery (the next answer, from a
 // cache that caught up or another one, passes).
 //
+// A home's answer for its own data (kcpcache.CacheNameHeader names the
+// home of the entry) is never refused: its consistent reads include every
+// change it acknowledged. Its revision is recorded, so a mirror that has
+// not applied the change a reader saw at the home is refused afterwards.
+//
 // What a reader may conclude from a response it was given:
 //   - For each home in the header, the data is no older than any state of
 //     that home this memory accepted before, in the same home epoch, for
 //     the same shard segment and resource.
+//   - Answers of two mirrors are compared by their applied revisions, which
+//     count every change of the home, not only this data's: a mirror that
+//     has all of this data but has applied less of the home than another
+//     one is refused until it has (false refusals, never a missed one).
 //   - Nothing about freshness: an accepted answer may still be stale (it
 //     is only not older than what was seen); FreshnessAgeHeader says how
 //     stale a mirror's answer may be.
@@ -120,12 +129,21 @@ func (h *HomeRevisions) Seen(home, epoch, shard, resource string) (int64, bool) 
 	return rev, ok
 }
 
-// admit compares every entry of a response with the memory and records
-// them all when none went back; otherwise it records nothing.
-func (h *HomeRevisions) admit(shard, resource string, entries []kcpcache.HomeRevision) *TimeTravelError {
+// admit compares every entry of a response answered by cache with the
+// memory and records them all when none went back; otherwise it records
+// nothing. The entry of cache itself, the home answering for its own
+// data, is recorded and never compared: a home's revision is that of the
+// last change to the data (kcpcache.HomeRevisionHeader), which may be
+// below a mirror's (every change of the home applied up to it, other
+// data's included) although the home's answer includes everything it
+// acknowledged; refusing it would last until that data changed again.
+func (h *HomeRevisions) admit(cache, shard, resource string, entries []kcpcache.HomeRevision) *TimeTravelError {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range entries {
+		if cache != "" && e.Home == cache {
+			continue
+		}
 		k := homeRevisionKey{home: e.Home, epoch: e.Epoch, shard: shard, resource: resource}
 		if seen, ok := h.seen[k]; ok && e.Revision < seen {
 			return &TimeTravelError{Home: e.Home, Epoch: e.Epoch, Shard: shard, Resource: resource, Seen: seen, Answered: e.Revision}
@@ -161,8 +179,9 @@ func (rt *homeRevisionRoundTripper) RoundTrip(req *http.Request) (*http.Response
 		return resp, nil
 	}
 	shard, resource := homeRevisionScope(req.URL.Path)
-	if travel := rt.memory.admit(shard, resource, entries); travel != nil {
-		travel.Cache = resp.Header.Get(kcpcache.CacheNameHeader)
+	cache := resp.Header.Get(kcpcache.CacheNameHeader)
+	if travel := rt.memory.admit(cache, shard, resource, entries); travel != nil {
+		travel.Cache = cache
 		_ = resp.Body.Close()
 		return nil, travel
 	}

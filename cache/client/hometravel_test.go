@@ -84,7 +84,8 @@ const exportsOfAmber = "/services/cache/shards/amber/clusters/root/apis/apis.kcp
 // A response that reflects an older revision of a home than one accepted
 // for the same shard segment and resource is refused, with its body closed
 // and an error that says who answered what; other epochs, shards,
-// resources, methods and failures are not compared.
+// resources, methods and failures are not compared, nor the home's own
+// answer for its data.
 func TestHomeRevisionsRefuseAnOlderStateOfAHome(t *testing.T) {
 	peer := newPeerCache(t)
 	memory := client.NewHomeRevisions()
@@ -134,6 +135,12 @@ func TestHomeRevisionsRefuseAnOlderStateOfAHome(t *testing.T) {
 	refuse("a get of one object", "west", "east=e1/7", "/services/cache/shards/amber/clusters/other/apis/apis.kcp.io/v1alpha1/apiexports/x")
 	accept("the same revision", "west", "east=e1/10", http.MethodGet, exportsOfAmber, http.StatusOK)
 
+	// The home itself never goes back: its revision is that of the data's
+	// last change, which may be below a mirror's applied revision.
+	accept("the home below a mirror's revision", "east", "east=e1/8", http.MethodGet, exportsOfAmber, http.StatusOK)
+	if seen, _ := memory.Seen("east", "e1", "amber", "apiexports.apis.kcp.io"); seen != 10 {
+		t.Errorf("seen %d after the home answered 8, want 10 kept", seen)
+	}
 	accept("another epoch of the home", "east", "east=e2/3", http.MethodGet, exportsOfAmber, http.StatusOK)
 	if seen, _ := memory.Seen("east", "e1", "amber", "apiexports.apis.kcp.io"); seen != 10 {
 		t.Errorf("epoch e1 seen at %d after an answer in e2, want 10", seen)
