@@ -36,13 +36,14 @@ const (
 
 	// HomeRevisionHeader says, for a read of data, which state of each home
 	// the answer reflects: a comma-separated list of
-	// "<home>=<home epoch>/<revision>" (FormatHomeRevisions). At the home
-	// itself the revision is that of the last change to the data read, which
-	// the answer includes; at a mirror it is the home revision the mirror
-	// has applied every change up to. A reader that has seen revision R of a
-	// home (in that home's epoch) and is then answered with a lower one by
-	// another cache would be going back in time: cache/client refuses such
-	// an answer.
+	// "<home>=<home epoch>/<revision>" (FormatHomeRevisions): the home's
+	// revision of the last change to the data read (that shard's, or every
+	// shard's for the wildcard, of that type) that the answer includes. A
+	// mirror that has listed the data since counts it as changed at the
+	// list's revision (a list does not say when a deletion happened). A
+	// reader that has seen revision R of a home (in that home's epoch) and
+	// is then answered with a lower one by a mirror would be going back in
+	// time: cache/client refuses such an answer.
 	HomeRevisionHeader = "Kcp-Cache-Home-Revision"
 
 	// FreshnessAgeHeader says, on a read served from a mirror without a

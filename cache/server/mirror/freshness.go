@@ -167,7 +167,7 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 		return kcpcache.HomeRevision{}, nf
 	}
 	s.confirm()
-	return kcpcache.HomeRevision{Home: p.name, Epoch: ans.Epoch, Revision: applied}, nil
+	return kcpcache.HomeRevision{Home: p.name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
 }
 
 // Stale returns, for a read of shard's data of gr that is served without a
@@ -182,11 +182,11 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 		if s == nil {
 			continue
 		}
-		applied, epoch, at := s.state()
+		_, epoch, at := s.state()
 		if at.IsZero() {
 			continue
 		}
-		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: applied})
+		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})
 		ages[p.name] = time.Since(at)
 	}
 	return entries, ages

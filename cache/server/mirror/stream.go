@@ -43,10 +43,20 @@ type stream struct {
 	confirmedAt time.Time
 	// advanced is closed and replaced whenever applied moves.
 	advanced chan struct{}
+	// listRevision and changed say, per shard, the peer revision of the
+	// last change to the shard's data of this type applied here: changed
+	// holds the shards with an event since the last list, every other
+	// shard counts as changed at the list's revision (a list does not say
+	// when a deletion before it happened). This is what the copy reflects
+	// for kcpcache.HomeRevisionHeader; applied, which counts every change
+	// of the peer, would make a reader refuse a mirror that has all of a
+	// partition but less of the rest of the home.
+	listRevision int64
+	changed      map[string]int64
 }
 
 func newStream(m *Mirror, p *peer, gvr schema.GroupVersionResource) *stream {
-	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{})}
+	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{}), changed: map[string]int64{}}
 }
 
 // state returns what the stream has applied and when it was confirmed.
@@ -70,6 +80,36 @@ func (s *stream) advance(rev int64, epoch string) {
 	close(s.advanced)
 	s.advanced = make(chan struct{})
 	appliedRevision.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(s.applied))
+}
+
+// listed records a list at rev: every shard's data is as of rev.
+func (s *stream) listed(rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listRevision = rev
+	s.changed = map[string]int64{}
+}
+
+// changedAt records a change of shard's data at rev.
+func (s *stream) changedAt(shard string, rev int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changed[shard] = rev
+}
+
+// lastChange is the revision of the last change of shard's data (the
+// wildcard: of any shard's) applied here; see changed.
+func (s *stream) lastChange(shard string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shard != kcpcache.Wildcard {
+		return max(s.listRevision, s.changed[shard])
+	}
+	last := s.listRevision
+	for _, rev := range s.changed {
+		last = max(last, rev)
+	}
+	return last
 }
 
 // confirm records a freshness check the copy passed.
@@ -142,6 +182,7 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 	if err := s.converge(ctx, list.Items); err != nil {
 		return err
 	}
+	s.listed(rev)
 	s.advance(rev, epoch)
 
 	resourceVersion := list.GetResourceVersion()
@@ -215,6 +256,9 @@ func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (st
 				return last, fmt.Errorf("event resourceVersion %q is not a revision: %w", u.GetResourceVersion(), err)
 			}
 			last = u.GetResourceVersion()
+			if ev.Type != watch.Bookmark {
+				s.changedAt(u.GetAnnotations()[kcpcache.AnnotationShard], rev)
+			}
 			epoch, _ := s.peer.client.Epochs().Current()
 			s.advance(rev, epoch)
 		}
