@@ -570,3 +570,73 @@ func (l *linkCutter) restore() {
 	defer l.mu.Unlock()
 	l.down = false
 }
+
+// TestReaderMovesBetweenMirrorsWhileTheHomeIsDown: two mirrors that hold
+// the whole of a partition answer a reader moving between them while the
+// home is down, even when one of them had followed more of the home's
+// other data: what a reader compares is the last change of the partition
+// it reads.
+func TestReaderMovesBetweenMirrorsWhileTheHomeIsDown(t *testing.T) {
+	ctx := testContext(t)
+	link := newLinkCutter()
+	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
+		if from == "c" && to == "a" {
+			return link.via(t, host)
+		}
+		return host
+	}, "a", "b", "c")
+	a, b, c := regions["a"], regions["b"], regions["c"]
+
+	seen := client.NewHomeRevisions()
+	readerAt := func(r *region) dynamic.ResourceInterface {
+		cfg := r.srv.ScopedConfig("s-a", kcpcache.Wildcard)
+		cfg.Wrap(seen.Wrap)
+		d, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Resource(apiExports)
+	}
+	atB, atC := readerAt(b), readerAt(c)
+	names := func(r dynamic.ResourceInterface) ([]string, error) {
+		list, err := r.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		return sortedCopy(partitionsOf(list.Items)), nil
+	}
+	if _, err := a.shard(t, "s-a").Create(ctx, apiExport("one", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*region{b, c} {
+		cachetest.Eventually(t, r.name+" mirrors s-a", func(ctx context.Context) error {
+			got, err := dyn(t, r.srv, "s-a", kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
+			if err != nil || !slices.Equal(sortedCopy(partitionsOf(got.Items)), []string{"s-a/root/one"}) {
+				return fmt.Errorf("got %v, %v", got, err)
+			}
+			return nil
+		})
+	}
+	// c stops following a; another shard of a writes, which b follows.
+	link.cut()
+	if _, err := a.shard(t, "s-other").Create(ctx, apiExport("elsewhere", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	converged := func(ctx context.Context) error {
+		got, err := dyn(t, b.srv, "s-other", kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
+		if err != nil || len(got.Items) != 1 {
+			return fmt.Errorf("got %v, %v", got, err)
+		}
+		return nil
+	}
+	cachetest.Eventually(t, "b mirrors s-other", converged)
+	// a is lost. The reader reads s-a at b, then at c: same partition,
+	// same data, though b followed more of a.
+	a.stop(t)
+	for _, r := range []dynamic.ResourceInterface{atB, atC, atB} {
+		got, err := names(r)
+		if err != nil || !slices.Equal(got, []string{"s-a/root/one"}) {
+			t.Fatalf("reading s-a at a mirror while its home is down: %v, %v", got, err)
+		}
+	}
+}
