@@ -34,6 +34,10 @@ type HierarchyOptions struct {
 	// FreshnessWait bounds how long a consistent read of a mirrored
 	// partition waits for the mirror to catch up with the home.
 	FreshnessWait time.Duration
+	// AdoptShards are shards whose home moves to this cache: it stops
+	// mirroring them and accepts their writes; their old home, seeing
+	// them written here, turns into a mirror of them.
+	AdoptShards []string
 }
 
 // NewHierarchyOptions returns options for a cache without peers.
@@ -49,6 +53,8 @@ func (o *HierarchyOptions) AddFlags(fs *pflag.FlagSet) {
 		"A peer cache to mirror, as NAME=KUBECONFIG (repeatable): the partitions whose home is that cache are pulled from it and served here. The kubeconfig's current context reaches the peer; its credentials must authenticate as system:kcp:cache:<--cache-name>.")
 	fs.StringVar(&o.PeersKubeconfig, "peers-kubeconfig", o.PeersKubeconfig,
 		"A kubeconfig in which every context is a peer cache to mirror, named by the context's name; combines with --peer.")
+	fs.StringSliceVar(&o.AdoptShards, "adopt-shard", o.AdoptShards,
+		"Shards whose home moves to this cache (repeatable): it stops mirroring them from their old home and accepts their writes; the shard then pushes its partition here in full, and the old home, seeing the shard's objects here, mirrors them from this cache.")
 	fs.DurationVar(&o.FreshnessWait, "freshness-wait", o.FreshnessWait,
 		"How long a consistent read (no resourceVersion) of a partition whose home is a peer waits for this cache's mirror to reach the home's revision before it is answered 503.")
 }
@@ -61,6 +67,14 @@ func (o *HierarchyOptions) Validate() []error {
 		if err := kcpcache.ValidateCacheName(o.CacheName); err != nil {
 			errs = append(errs, fmt.Errorf("--cache-name: %w", err))
 		}
+	}
+	for _, s := range o.AdoptShards {
+		if err := kcpcache.ValidateShardName(s); err != nil {
+			errs = append(errs, fmt.Errorf("--adopt-shard %q: %w", s, err))
+		}
+	}
+	if len(o.AdoptShards) > 0 && o.CacheName == "" {
+		errs = append(errs, fmt.Errorf("--adopt-shard needs --cache-name: the shard's new home is known to the peers by it"))
 	}
 	if o.FreshnessWait <= 0 {
 		errs = append(errs, fmt.Errorf("--freshness-wait must be positive, got %s", o.FreshnessWait))

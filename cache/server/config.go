@@ -89,6 +89,8 @@ type HierarchyConfig struct {
 	Peers []mirror.Peer
 	// FreshnessWait bounds a consistent read's wait for the mirror.
 	FreshnessWait time.Duration
+	// AdoptShards are shards whose home moves to this cache.
+	AdoptShards []string
 }
 
 // derivedConfig is what NewConfig derives from the options: files it wrote

@@ -23,7 +23,7 @@ func hierarchyConfig(o *options.HierarchyOptions) (HierarchyConfig, error) {
 	if err != nil {
 		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
 	}
-	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait}
+	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
 	for _, p := range peers {
 		out.Peers = append(out.Peers, mirror.Peer{Name: p.Name, Config: p.Config})
 	}
@@ -42,6 +42,7 @@ func newMirror(c HierarchyConfig, loopback *rest.Config, plane *dataplane.Regist
 		Peers:         c.Peers,
 		Local:         loopback,
 		FreshnessWait: c.FreshnessWait,
+		Adopted:       c.AdoptShards,
 		Resources: func() []schema.GroupVersionResource {
 			var out []schema.GroupVersionResource
 			for _, r := range plane.Resources() {

@@ -17,6 +17,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -638,5 +639,77 @@ func TestReaderMovesBetweenMirrorsWhileTheHomeIsDown(t *testing.T) {
 		if err != nil || !slices.Equal(got, []string{"s-a/root/one"}) {
 			t.Fatalf("reading s-a at a mirror while its home is down: %v, %v", got, err)
 		}
+	}
+}
+
+// TestShardMovesHome: a shard homed at a moves to c (c started with
+// --adopt-shard, the shard pushes its partition there in full). Nothing the
+// shard has is lost on the way, its old home turns into a mirror of it, and
+// its writes are accepted only at the new home.
+func TestShardMovesHome(t *testing.T) {
+	ctx := testContext(t)
+	regions := startRegions(t, ctx, "a", "c")
+	a, c := regions["a"], regions["c"]
+	for _, name := range []string{"one", "gone"} {
+		if _, err := a.shard(t, "s").Create(ctx, apiExport(name, map[string]interface{}{"v": "1"}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// read returns the shard's partition at r (consistent), as name=v@home.
+	read := func(ctx context.Context, r *region) ([]string, error) {
+		list, err := dyn(t, r.srv, "s", kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, u := range list.Items {
+			v, _, _ := unstructured.NestedString(u.Object, "spec", "v")
+			out = append(out, u.GetName()+"="+v+"@"+u.GetAnnotations()[kcpcache.AnnotationHome])
+		}
+		slices.Sort(out)
+		return out, nil
+	}
+	expect := func(r *region, want ...string) {
+		t.Helper()
+		cachetest.Eventually(t, r.name+" reads "+strings.Join(want, ","), func(ctx context.Context) error {
+			got, err := read(ctx, r)
+			if err != nil || !slices.Equal(got, want) {
+				return fmt.Errorf("got %v, %v", got, err)
+			}
+			return nil
+		})
+	}
+	expect(c, "gone=1@a", "one=1@a")
+
+	// The shard moves to c: c adopts it, and until the shard pushes, c
+	// still serves what it mirrored.
+	c.opts.Flags = func(base func(*options.Options)) func(*options.Options) {
+		return func(o *options.Options) {
+			base(o)
+			o.Hierarchy.AdoptShards = []string{"s"}
+		}
+	}(c.opts.Flags)
+	if err := c.srv.Restart(ctx, func(o *cachetest.Options) { o.Flags = c.opts.Flags }); err != nil {
+		t.Fatal(err)
+	}
+	expect(c, "gone=1@a", "one=1@a")
+	// The shard pushes its partition at c in full: "one" changed, "two" is
+	// new, "gone" was deleted on the shard meanwhile.
+	atC := c.shard(t, "s")
+	if _, err := atC.Update(ctx, apiExport("one", map[string]interface{}{"v": "2"}), metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("the shard updating its object at its new home: %v", err)
+	}
+	if _, err := atC.Create(ctx, apiExport("two", map[string]interface{}{"v": "1"}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := atC.Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	expect(c, "one=2@", "two=1@")
+	// a, the old home, mirrors the shard from c now, and refuses its writes.
+	expect(a, "one=2@c", "two=1@c")
+	_, err := a.shard(t, "s").Create(ctx, apiExport("three", nil), metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("the shard writing at its old home: got %v, want 403", err)
 	}
 }

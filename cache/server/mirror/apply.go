@@ -63,8 +63,11 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 	want := map[copyKey]*unstructured.Unstructured{}
 	for i := range items {
 		u := &items[i]
-		if isHomeObject(u) {
-			want[keyOf(u)] = u
+		if k := keyOf(u); isHomeObject(u) && !s.m.adopted[k.shard] {
+			want[k] = u
+			// Before the local objects are read: a shard written at the
+			// peer is homed there, even if it was homed here (moving.go).
+			s.m.setHome(ctx, k.shard, s.peer.name)
 		}
 	}
 	localList, err := s.m.local.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr).List(ctx, metav1.ListOptions{})
@@ -76,14 +79,20 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 	for i := range localList.Items {
 		u := &localList.Items[i]
 		a := u.GetAnnotations()
+		shard := a[kcpcache.AnnotationShard]
 		if isHomeObject(u) {
-			// Written here by its shard: this cache is its home. Learnt
-			// at start, so that a consistent read of a shard that has not
-			// written since does not depend on every peer answering.
-			s.m.setHome(ctx, a[kcpcache.AnnotationShard], s.m.cfg.Self)
+			// Written here by its shard: this cache is its home, unless
+			// the shard has moved to the peer since (then the object is
+			// the peer's to replace or delete). Learnt at start, so that a
+			// consistent read of a shard that has not written since does
+			// not depend on every peer answering.
+			s.m.setHomeIfUnknown(ctx, shard, s.m.cfg.Self)
+			if home, _ := s.m.HomeOf(shard); home == s.peer.name {
+				have[keyOf(u)] = u
+			}
 			continue
 		}
-		if a[kcpcache.AnnotationHome] != s.peer.name {
+		if a[kcpcache.AnnotationHome] != s.peer.name || s.m.adopted[shard] {
 			continue
 		}
 		have[keyOf(u)] = u
@@ -128,7 +137,7 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 // spares a new object the round trip of an update answered NotFound.
 func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew bool) error {
 	k := keyOf(u)
-	if s.peer.holds.isHeld(k.shard) {
+	if s.peer.holds.isHeld(k.shard) || s.m.adopted[k.shard] {
 		return nil
 	}
 	if !isHomeObject(u) {
@@ -190,7 +199,7 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 
 // applyPeerDeletion deletes the copy of an object the peer deleted.
 func (s *stream) applyPeerDeletion(ctx context.Context, u *unstructured.Unstructured) error {
-	if !isHomeObject(u) || s.peer.holds.isHeld(keyOf(u).shard) {
+	if k := keyOf(u); !isHomeObject(u) || s.peer.holds.isHeld(k.shard) || s.m.adopted[k.shard] {
 		return nil
 	}
 	return s.deleteCopy(ctx, keyOf(u), u.GetUID())

@@ -45,6 +45,8 @@ type Config struct {
 	// TypeInterval is how often new types are picked up; zero means ten
 	// seconds.
 	TypeInterval time.Duration
+	// Adopted are shards whose home moves to this cache (moving.go).
+	Adopted []string
 }
 
 // Mirror pulls the partitions whose home is a peer, and knows how fresh its
@@ -59,6 +61,8 @@ type Mirror struct {
 	// that wrote here is homed here.
 	homesMu sync.RWMutex
 	homes   map[string]string
+	// adopted are the shards whose home moved here; no peer is their home.
+	adopted map[string]bool
 }
 
 // peer is one peer and its streams.
@@ -74,6 +78,9 @@ type peer struct {
 
 	// holds are the partitions held after the peer's epoch changed.
 	holds *holds
+	// relist is closed and replaced to make every stream of the peer list
+	// again (a shard's home moved to the peer: see moving.go).
+	relist chan struct{}
 }
 
 // New builds a Mirror; Run starts it.
@@ -98,7 +105,11 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: map[string]string{}}
+	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: map[string]string{}, adopted: map[string]bool{}}
+	for _, s := range cfg.Adopted {
+		m.adopted[s] = true
+		m.homes[s] = cfg.Self
+	}
 	for _, p := range cfg.Peers {
 		if p.Name == cfg.Self {
 			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
@@ -127,6 +138,7 @@ func New(cfg Config) (*Mirror, error) {
 			revisionURL: p.Config.Host + kcpcache.RevisionPath,
 			streams:     map[schema.GroupResource]*stream{},
 			holds:       newHolds(),
+			relist:      make(chan struct{}),
 		}
 	}
 	return m, nil
@@ -207,6 +219,9 @@ func (m *Mirror) HomeOf(shard string) (string, bool) {
 // setHome records that home is shard's home. A change of home is logged:
 // it is either a hand-over or two caches that both receive the shard.
 func (m *Mirror) setHome(ctx context.Context, shard, home string) {
+	if m.adopted[shard] && home != m.cfg.Self {
+		return
+	}
 	m.homesMu.RLock()
 	old, ok := m.homes[shard]
 	m.homesMu.RUnlock()
@@ -222,6 +237,22 @@ func (m *Mirror) setHome(ctx context.Context, shard, home string) {
 	homeInfo.WithLabelValues(shard, home).Set(1)
 	if ok {
 		homeInfo.DeleteLabelValues(shard, old)
+	}
+	if ok && old == m.cfg.Self {
+		// The shard moved from here to a peer: list that peer again, so
+		// that the objects the shard wrote here are replaced by the new
+		// home's (moving.go).
+		if p, isPeer := m.peers[home]; isPeer {
+			p.requestRelist()
+		}
+	}
+}
+
+// setHomeIfUnknown records home as shard's home unless another is known:
+// what local objects suggest yields to what peers say.
+func (m *Mirror) setHomeIfUnknown(ctx context.Context, shard, home string) {
+	if _, ok := m.HomeOf(shard); !ok {
+		m.setHome(ctx, shard, home)
 	}
 }
 

@@ -218,13 +218,15 @@ var errRelist = errors.New("list again")
 // from next.
 func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (string, error) {
 	last := from
-	released := s.peer.holds.releasedChan()
+	released, relist := s.peer.holds.releasedChan(), s.peer.relistChan()
 	for {
 		select {
 		case <-ctx.Done():
 			return last, nil
 		case <-released:
 			// Held partitions were released: list again to take them up.
+			return last, errRelist
+		case <-relist:
 			return last, errRelist
 		case ev, ok := <-w.ResultChan():
 			if !ok {
