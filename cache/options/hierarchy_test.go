@@ -1,0 +1,99 @@
+package options
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+func TestHierarchyOptionsRefuseWhatCannotWork(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		opts    HierarchyOptions
+		wantErr string // "" means valid
+	}{
+		{name: "a cache on its own", opts: HierarchyOptions{FreshnessWait: time.Second}},
+		{name: "a named cache with a peer", opts: HierarchyOptions{CacheName: "east", Peers: []string{"west=/w.kubeconfig"}, FreshnessWait: time.Second}},
+		{name: "peers without a name", opts: HierarchyOptions{Peers: []string{"west=/w.kubeconfig"}, FreshnessWait: time.Second}, wantErr: "--cache-name is required"},
+		{name: "a name that is not a DNS label", opts: HierarchyOptions{CacheName: "East_1", FreshnessWait: time.Second}, wantErr: "--cache-name"},
+		{name: "a peer without a kubeconfig", opts: HierarchyOptions{CacheName: "east", Peers: []string{"west"}, FreshnessWait: time.Second}, wantErr: "not NAME=KUBECONFIG"},
+		{name: "a peer given twice", opts: HierarchyOptions{CacheName: "east", Peers: []string{"west=/a", "west=/b"}, FreshnessWait: time.Second}, wantErr: "given twice"},
+		{name: "the cache as its own peer", opts: HierarchyOptions{CacheName: "east", Peers: []string{"east=/a"}, FreshnessWait: time.Second}, wantErr: "this cache itself"},
+		{name: "no freshness wait", opts: HierarchyOptions{CacheName: "east"}, wantErr: "--freshness-wait"},
+		{name: "an adopted shard with a bad name", opts: HierarchyOptions{CacheName: "east", AdoptShards: []string{"Bad/Shard"}, FreshnessWait: time.Second}, wantErr: "--adopt-shard"},
+		{name: "adopting without a name", opts: HierarchyOptions{AdoptShards: []string{"s"}, FreshnessWait: time.Second}, wantErr: "--adopt-shard needs --cache-name"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := errorsString(tc.opts.Validate())
+			switch {
+			case tc.wantErr == "" && err != "":
+				t.Fatalf("refused: %s", err)
+			case tc.wantErr != "" && !strings.Contains(err, tc.wantErr):
+				t.Fatalf("got %q, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func errorsString(errs []error) string {
+	var parts []string
+	for _, e := range errs {
+		parts = append(parts, e.Error())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// A peers kubeconfig names each peer by a context, and combines with --peer.
+func TestPeersKubeconfigNamesPeersByContext(t *testing.T) {
+	dir := t.TempDir()
+	kc := clientcmdapi.NewConfig()
+	for _, name := range []string{"west", "south"} {
+		kc.Clusters[name] = &clientcmdapi.Cluster{Server: "https://" + name + ".example:6443"}
+		kc.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: "token-" + name}
+		kc.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	}
+	kc.CurrentContext = "west"
+	file := filepath.Join(dir, "peers.kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, file); err != nil {
+		t.Fatal(err)
+	}
+	single := clientcmdapi.NewConfig()
+	single.Clusters["n"] = &clientcmdapi.Cluster{Server: "https://north.example:6443"}
+	single.AuthInfos["n"] = &clientcmdapi.AuthInfo{Token: "token-north"}
+	single.Contexts["n"] = &clientcmdapi.Context{Cluster: "n", AuthInfo: "n"}
+	single.CurrentContext = "n"
+	northFile := filepath.Join(dir, "north.kubeconfig")
+	if err := clientcmd.WriteToFile(*single, northFile); err != nil {
+		t.Fatal(err)
+	}
+
+	o := HierarchyOptions{CacheName: "east", PeersKubeconfig: file, Peers: []string{"north=" + northFile}, FreshnessWait: time.Second}
+	if errs := o.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	peers, err := o.PeerConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, p := range peers {
+		got[p.Name] = p.Config.Host + " " + p.Config.BearerToken
+	}
+	want := map[string]string{
+		"north": "https://north.example:6443 token-north",
+		"south": "https://south.example:6443 token-south",
+		"west":  "https://west.example:6443 token-west",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("peers %v, want %v", got, want)
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("peer %s: %q, want %q", name, got[name], w)
+		}
+	}
+}
