@@ -30,7 +30,7 @@ var (
 	shardConvergedGauge = shardGauge("converged",
 		"1 when the shard's replication had caught up at its last heartbeat, else 0.")
 	shardConfirmedGauge = shardGauge("confirmed",
-		"1 when the shard has pushed its partition in full in the cache's current epoch, 0 while it is unconfirmed.")
+		"1 when the shard has pushed its partition in full in the cache's current epoch (for a partition mirrored from its home: in the home's epoch of the copy), 0 while it is unconfirmed.")
 	shardPendingGauge = shardGauge("pending_keys",
 		"Changes the shard had not yet replicated at its last heartbeat.")
 	shardRegressionsGauge = shardGauge("origin_regressions",
@@ -111,7 +111,7 @@ func (m *shardMetrics) set(obj interface{}) {
 	shardHeartbeatGauge.WithLabelValues(shard).Set(float64(spec.RenewTime.UnixMicro()) / 1e6)
 	shardLeaseGauge.WithLabelValues(shard).Set(float64(spec.LeaseDurationSeconds))
 	shardConvergedGauge.WithLabelValues(shard).Set(boolGauge(spec.Converged))
-	shardConfirmedGauge.WithLabelValues(shard).Set(boolGauge(spec.Epoch == m.epoch()))
+	shardConfirmedGauge.WithLabelValues(shard).Set(boolGauge(spec.Epoch == confirmingEpoch(obj.(*unstructured.Unstructured), m.epoch)))
 	shardPendingGauge.WithLabelValues(shard).Set(float64(spec.PendingKeys))
 	shardRegressionsGauge.WithLabelValues(shard).Set(float64(spec.OriginRegressions))
 	m.mu.Lock()
@@ -154,6 +154,17 @@ func heartbeatShard(obj interface{}) (string, bool) {
 	}
 	shard := u.GetAnnotations()[kcpcache.AnnotationShard]
 	return shard, shard != "" && shard == u.GetName()
+}
+
+// confirmingEpoch is the epoch a shard's heartbeat must name for its
+// partition to be confirmed: this cache's, or for a heartbeat mirrored from
+// the shard's home (kcpcache.AnnotationHome), the home's epoch it was copied
+// in, since the shard converged at the home.
+func confirmingEpoch(u *unstructured.Unstructured, epoch func() string) string {
+	if a := u.GetAnnotations(); a[kcpcache.AnnotationHome] != "" {
+		return a[kcpcache.AnnotationHomeEpoch]
+	}
+	return epoch()
 }
 
 func boolGauge(b bool) float64 {
