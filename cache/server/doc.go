@@ -34,12 +34,14 @@
 //   - mount.go: serving mounted in a host (Host, Mount, RunMounted);
 //   - kubeconfig.go: the admin client configuration and kubeconfig;
 //   - etcd.go: the one etcd client of the server's own work;
+//   - hierarchy.go: the cache's place in a hierarchy (its peers' mirror,
+//     the home revision tracker and its path);
 //   - apiextensions_upstream.go / apiextensions_kcp.go: apiextensions'
 //     ExtraConfig and CRD informer for upstream and (build tag kcp) for kcp's
 //     Kubernetes fork; crdlister_kcp.go: the fork's cluster-aware CRD lister.
 //
 // What the server is made of lives in the subpackages: bootstrap (declared
 // types), epoch, authentication, authorization, filters, partition,
-// dataplane, opaque, discovery, removal, shardmetrics, embeddedetcd; its
-// tests in integration, through the fixture cachetest.
+// dataplane, opaque, discovery, removal, shardmetrics, embeddedetcd, mirror,
+// homerevision; its tests in integration, through the fixture cachetest.
 package server
