@@ -51,7 +51,7 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 		ctx := req.Context()
 		info, ok := request.RequestInfoFrom(ctx)
 		scope, scoped := kcpcache.ScopeFrom(ctx)
-		if !ok || !info.IsResourceRequest || !scoped || scope.IsSystem() || info.Subresource != "" && info.Verb != "get" {
+		if !ok || !info.IsResourceRequest || !scoped || scope.IsSystem() {
 			handler.ServeHTTP(w, req)
 			return
 		}
