@@ -7,6 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apiserver/pkg/admission"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -55,6 +57,18 @@ func (Admission) Admit(ctx context.Context, a admission.Attributes, _ admission.
 		if _, err := strconv.ParseUint(rv, 10, 64); err != nil {
 			return apierrors.NewBadRequest(fmt.Sprintf("metadata.resourceVersion %q is not a resource version (an unsigned integer from an earlier answer)", rv))
 		}
+	}
+	if a.GetOperation() == admission.Create && !metav1.HasObjectMetaSystemFieldValues(m) {
+		// The stamp makes kcp's Kubernetes fork keep the object's uid and
+		// creation time as a replica's (its rest.BeforeCreate skips
+		// FillObjectMetaSystemFields for objects carrying kcp.io/shard)
+		// and refuse one without them ("system metadata was not
+		// initialized", a 500) — CRDs, whose store has no BeginCreate of
+		// ours (dataplane's beginCreate does the same for data objects).
+		// Upstream fills them again in BeforeCreate; the values are the
+		// same kind either way.
+		m.SetCreationTimestamp(metav1.Now())
+		m.SetUID(uuid.NewUUID())
 	}
 	return stampPartition(m, sc)
 }
