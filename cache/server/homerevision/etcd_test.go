@@ -8,10 +8,10 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
 // KeyPrefix is the tests' etcd prefix; exported for the package's external
@@ -22,20 +22,7 @@ const KeyPrefix = "/cache"
 // notifications are too rare to matter: a barrier that returns quickly did
 // so by asking for progress.
 func StartEtcd(t *testing.T) *clientv3.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := embeddedetcd.Start(ctx, embeddedetcd.Config{InMemory: true, ProgressNotifyInterval: 10 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return etcdtest.Client(t, embeddedetcd.Config{ProgressNotifyInterval: 10 * time.Minute})
 }
 
 // A watch whose start was compacted fails, which is what makes Run

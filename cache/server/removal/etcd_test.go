@@ -7,10 +7,10 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
 // The tests' etcd: exported for this package's external tests too.
@@ -20,20 +20,7 @@ const KeyPrefix = "/cache"
 
 // StartEtcd starts an in-memory etcd for the test and returns a client.
 func StartEtcd(t testing.TB) *clientv3.Client {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	srv, err := embeddedetcd.Start(ctx, embeddedetcd.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Close)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return etcdtest.Client(t, embeddedetcd.Config{})
 }
 
 // Fill writes n keys of each type into shard's partition, over two
