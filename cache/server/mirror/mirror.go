@@ -144,9 +144,6 @@ func New(cfg Config) (*Mirror, error) {
 	return m, nil
 }
 
-// Self is this cache's name.
-func (m *Mirror) Self() string { return m.cfg.Self }
-
 // Run mirrors until ctx ends, and returns once every stream has stopped.
 func (m *Mirror) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("mirror")
