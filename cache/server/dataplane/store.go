@@ -78,7 +78,9 @@ func newStoreWith(r Resource, options generic.RESTOptionsGetter, t typing) (*reg
 // gives every created object. Upstream's registry has set them by now; kcp's
 // fork skips that for objects carrying kcp.io/shard (it keeps replicas'
 // origin metadata, which storage restores in both builds) and would fail
-// such an object that lacks them with a 500.
+// such an object that lacks them with a 500. partition.Admission fills them
+// the same way for every create it sees (CRDs included); this covers a
+// create that reaches the store without the admission chain.
 func beginCreate(ctx context.Context, obj runtime.Object, _ *metav1.CreateOptions) (registry.FinishFunc, error) {
 	if err := partition.CheckCreate(ctx, obj); err != nil {
 		return nil, err
