@@ -1,11 +1,11 @@
 package dataplane
 
 import (
-	"errors"
 	"net/http"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apiserver/pkg/endpoints/handlers"
 	"sigs.k8s.io/structured-merge-diff/v6/typed"
@@ -71,10 +71,21 @@ func (c *copyScopes) get(scope *handlers.RequestScope) (*handlers.RequestScope, 
 
 // emptyTypeConverter sees every object as an empty map, so that a field
 // manager built on it records no fields and costs next to nothing. Only
-// updates use it; apply, which needs TypedToObject, keeps the real one.
+// updates use it; apply keeps the real one.
+//
+// An update still converts the object to the version of every manager
+// recorded in the body's managedFields (smd's merge.Updater, through
+// apimachinery's versionConverter, which calls TypedToObject). A copy's
+// body carries its origin's managers, often of another version (kcp
+// applies APIExports as v1alpha1 and replicates them as v1alpha2), so
+// TypedToObject answers "version not registered": the updater then skips
+// that manager instead of failing the update, which upstream would log as
+// "[SHOULD NOT HAPPEN] failed to update managedFields" on every such
+// write. Skipping loses nothing: storage replaces the record with the
+// origin's (partition.OwnershipFromOrigin).
 type emptyTypeConverter struct{}
 
-var errEmptyTypeConverter = errors.New("a field manager of copies cannot apply")
+var errEmptyTypeConverter = runtime.NewNotRegisteredErrForKind("kcp-cache's field manager of copies", schema.GroupVersionKind{})
 
 var emptyObject = func() *typed.TypedValue {
 	v, err := typed.DeducedParseableType.FromUnstructured(map[string]interface{}{})

@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/endpoints/handlers"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -52,5 +54,43 @@ func TestOnlyCopiesSkipTheFieldManager(t *testing.T) {
 		if got.FieldManager == nil {
 			t.Errorf("%s: no field manager; upstream's handlers need one", tt.name)
 		}
+	}
+}
+
+// TestCopiesOfOtherVersionsManagersUpdateWithoutError: a copy's body
+// carries its origin's managedFields, which may name managers of another
+// version of the type (kcp applies APIExports as v1alpha1 and replicates
+// them as v1alpha2; a heartbeat mirrored from a peer carries its apply
+// record). Upstream's field manager converts the object to each manager's
+// version to compare; the field manager of copies cannot convert, and must
+// say so as a missing version (the manager is skipped: storage replaces
+// the record with the origin's anyway), not as an error, which upstream
+// logs as "[SHOULD NOT HAPPEN] failed to update managedFields" on every
+// such write.
+func TestCopiesOfOtherVersionsManagersUpdateWithoutError(t *testing.T) {
+	r := Resource{Group: "example.dev", Resource: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList", Versions: []string{"v1alpha1", "v1alpha2"}}
+	scopes, err := newRequestScopes(r, newTyping(r), nil, scopeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c copyScopes
+	cheap, err := c.get(scopes["v1alpha2"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	object := func(spec string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]interface{}{
+			"apiVersion": "example.dev/v1alpha2", "kind": "Widget",
+			"metadata": map[string]interface{}{"name": "w"},
+			"spec":     map[string]interface{}{"x": spec},
+		}}
+		u.SetManagedFields([]metav1.ManagedFieldsEntry{{
+			Manager: "origin", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "example.dev/v1alpha1",
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:x":{}}}`)},
+		}})
+		return u
+	}
+	if _, err := cheap.FieldManager.Update(object("old"), object("new"), "kcp"); err != nil {
+		t.Fatalf("updating a copy whose origin's managers use another version: %v", err)
 	}
 }
