@@ -365,3 +365,27 @@ func TestRowsSortByIDNumber(t *testing.T) {
 		t.Errorf("sorted IDs = %v, want %v", got, want)
 	}
 }
+
+func TestMarkdownTableHasOneRowPerMeasurement(t *testing.T) {
+	r := &report{Command: "bench -phases storm", Environment: map[string]interface{}{"machine": "2 CPUs (test)"}}
+	r.add(&row{ID: "9a", Metric: "  GET p99 | during", Cache: "12 ms", Baseline: "3 ms", Ratio: 4, Target: &target{Text: "≤ 100 ms", AtMost: true, Bound: 100}, TargetOnValue: true, CacheValue: 12, Note: "one\nnote"})
+	r.add(&row{ID: "1a", Metric: "create", Cache: "500/s", Baseline: "-", Ratio: math.NaN()})
+	var b strings.Builder
+	if err := r.writeMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"`bench -phases storm` on 2 CPUs (test):\n",
+		"| 1a | create | 500/s | - | – | – |  |\n",
+		"| 9a | GET p99 \\| during | 12 ms | 3 ms | 4.00 | ≤ 100 ms | yes |\n",
+		"- 9a: one note\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if i, j := strings.Index(out, "| 1a"), strings.Index(out, "| 9a"); i < 0 || j < i {
+		t.Errorf("rows not ordered by ID:\n%s", out)
+	}
+}

@@ -47,6 +47,7 @@ type config struct {
 	duration        time.Duration
 	quick           bool
 	jsonOut         bool
+	markdownOut     bool
 	cpuProfile      string
 	profilePhase    string
 	memProfile      string
@@ -101,6 +102,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the watch-phase writer runs")
 	fs.BoolVar(&c.quick, "quick", false, "small sizes that finish in under a minute (explicit flags still win)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&c.markdownOut, "markdown", false, "print the machine and the table in Markdown, as docs/performance.md shows them")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (server and clients, one process) to this file")
 	fs.StringVar(&c.profilePhase, "profile-phase", "all", "phase the CPU profile covers: all, "+strings.Join(phases, ", "))
 	fs.StringVar(&c.memProfile, "memprofile", "", "write a heap profile to this file after loading the data set")
@@ -274,8 +276,11 @@ func run(cfg config) int {
 	rep.Environment["total_duration"] = time.Since(started).Round(time.Second).String()
 
 	out := rep.writeTable
-	if cfg.jsonOut {
+	switch {
+	case cfg.jsonOut:
 		out = rep.writeJSON
+	case cfg.markdownOut:
+		out = rep.writeMarkdown
 	}
 	if err := out(os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -309,8 +314,24 @@ func newReport(cfg config) *report {
 			"cpus":               runtime.NumCPU(),
 			"gomaxprocs":         runtime.GOMAXPROCS(0),
 			"load_average_start": loadAverage(),
+			"machine":            machine(),
 		},
 	}
+}
+
+// machine names the machine a run measured: CPUs and their model, the
+// operating system and architecture, Go's version.
+func machine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH, runtime.Version())
 }
 
 func loadAverage() string {

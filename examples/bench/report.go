@@ -112,6 +112,60 @@ func (r *report) writeJSON(w io.Writer) error {
 	return enc.Encode(r)
 }
 
+// writeMarkdown writes what docs/performance.md shows of a run: the
+// command, the machine, and the table, each row with its ratio's meaning
+// and note below it.
+func (r *report) writeMarkdown(w io.Writer) error {
+	r.sortRows()
+	fmt.Fprintf(w, "`%s` on %v:\n\n", r.Command, r.Environment["machine"])
+	fmt.Fprintln(w, "| # | measurement | cache | baseline (same run) | ratio | target | met |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	for _, x := range r.Rows {
+		ratio, tgt, met := "–", "–", ""
+		if !math.IsNaN(x.Ratio) && !math.IsInf(x.Ratio, 0) {
+			ratio = fmt.Sprintf("%.2f", x.Ratio)
+		}
+		if x.Target != nil {
+			tgt = x.Target.Text
+		}
+		if x.Met != nil {
+			met = "no"
+			if *x.Met {
+				met = "yes"
+			}
+			if x.Indicative {
+				met += " (indicative)"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", x.ID, mdCell(x.Metric), mdCell(x.Cache), mdCell(x.Baseline), ratio, mdCell(tgt), met)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Ratio = cache ÷ baseline (throughput: higher is better; latency and memory: lower is better).")
+	for _, x := range r.Rows {
+		if x.RatioMeaning == "" && x.Note == "" {
+			continue
+		}
+		text := x.RatioMeaning
+		if x.Note != "" {
+			if text != "" {
+				text += "; "
+			}
+			text += x.Note
+		}
+		fmt.Fprintf(w, "- %s: %s\n", x.ID, mdCell(text))
+	}
+	for _, e := range r.Errors {
+		fmt.Fprintf(w, "- error: %s\n", mdCell(e))
+	}
+	return nil
+}
+
+// mdCell makes s fit one Markdown table cell or list item: one line, no
+// leading indentation, pipes escaped.
+func mdCell(s string) string {
+	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
+}
+
 func (r *report) writeTable(w io.Writer) error {
 	r.sortRows()
 	fmt.Fprintf(w, "%s\n", r.Command)

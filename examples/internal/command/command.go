@@ -17,10 +17,7 @@ import (
 // is added, and run is called with a context that ends on SIGINT or SIGTERM,
 // after the logging flags have been applied.
 func New(cmd *cobra.Command, addFlags func(*cliflag.NamedFlagSets), run func(ctx context.Context) error) *cobra.Command {
-	logOptions := logs.NewOptions()
-	var fss cliflag.NamedFlagSets
-	addFlags(&fss)
-	logsapi.AddFlags(logOptions, fss.FlagSet("Logging"))
+	fss, logOptions := flagSets(addFlags)
 	for _, f := range fss.FlagSets {
 		cmd.Flags().AddFlagSet(f)
 	}
@@ -33,4 +30,20 @@ func New(cmd *cobra.Command, addFlags func(*cliflag.NamedFlagSets), run func(ctx
 		return run(genericapiserver.SetupSignalContext())
 	}
 	return cmd
+}
+
+// FlagSets returns the named flag sets New gives a command built with
+// addFlags, in the order --help prints them: what the documentation of the
+// command's flags is generated from.
+func FlagSets(addFlags func(*cliflag.NamedFlagSets)) cliflag.NamedFlagSets {
+	fss, _ := flagSets(addFlags)
+	return fss
+}
+
+func flagSets(addFlags func(*cliflag.NamedFlagSets)) (cliflag.NamedFlagSets, *logs.Options) {
+	logOptions := logs.NewOptions()
+	var fss cliflag.NamedFlagSets
+	addFlags(&fss)
+	logsapi.AddFlags(logOptions, fss.FlagSet("Logging"))
+	return fss, logOptions
 }
