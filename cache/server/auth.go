@@ -41,7 +41,6 @@ func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, 
 		return fmt.Errorf("--authorization-always-allow-paths: %w", err)
 	}
 	c.Authentication.Authenticator = authnunion.New(append(authenticators, authentication.AnonymousWhereAllowed(pathAuthorizer))...)
-	authorization.RegisterMetrics()
 	// Order matters: the cache's own rules first, then the health paths, then
 	// the host's authorizer (mounted), and a final deny with a reason.
 	authorizers := []authorizer.Authorizer{authorization.New(), pathAuthorizer}

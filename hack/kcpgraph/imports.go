@@ -18,7 +18,7 @@ import (
 	_ "github.com/kcp-cache/kcp-cache/cache/server/authorization"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/cachetest"
-	_ "github.com/kcp-cache/kcp-cache/cache/server/cachetest/standin"
+	_ "github.com/kcp-cache/kcp-cache/cache/server/standin"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"

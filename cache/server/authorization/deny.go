@@ -23,9 +23,10 @@ var (
 	registerOnce sync.Once
 )
 
-// RegisterMetrics registers the denial counter with the legacy registry
-// (served at /metrics); safe to call more than once.
-func RegisterMetrics() {
+// registerMetrics registers the denial counter with the legacy registry
+// (served at /metrics) once, when the first authorizer that counts denials
+// is made: the one way metrics are registered in this project.
+func registerMetrics() {
 	registerOnce.Do(func() { legacyregistry.MustRegister(denialsTotal) })
 }
 
@@ -40,6 +41,7 @@ func deny(rule Rule, reason string) (authorizer.Decision, string, error) {
 // before it allowed is denied with a named rule instead of upstream's
 // reasonless "no opinion" refusal.
 func NewDefaultDeny() authorizer.Authorizer {
+	registerMetrics()
 	return authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
 		return deny(RuleDefaultDeny, "only system:masters, shards ("+kcpcache.ShardUserPrefix+"<shard>), the group "+kcpcache.ReadersGroup+" and peer caches ("+kcpcache.PeerUserPrefix+"<cache>) use the cache; anyone may reach /healthz, /livez, /readyz and /version")
 	})

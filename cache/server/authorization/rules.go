@@ -70,7 +70,10 @@ func IsWrite(verb string) bool { return writeVerbs.Has(verb) }
 // it knows about and has no opinion otherwise, so that a path authorizer for
 // health checks and a host's authorizer (for a mounted cache) can follow it
 // in a union, with NewDefaultDeny last.
-func New() authorizer.Authorizer { return authorizer.AuthorizerFunc(authorize) }
+func New() authorizer.Authorizer {
+	registerMetrics()
+	return authorizer.AuthorizerFunc(authorize)
+}
 
 func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	d, rule, reason := decide(ctx, a)

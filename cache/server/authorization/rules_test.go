@@ -132,7 +132,7 @@ func TestDefaultDenyNamesItsRule(t *testing.T) {
 // counter is the process's, and no other test of this package may deny
 // meanwhile.
 func TestDenialsAreCountedByRule(t *testing.T) {
-	RegisterMetrics()
+	registerMetrics()
 	count := func(rule Rule) float64 {
 		t.Helper()
 		v, err := testutil.GetCounterMetricValue(denialsTotal.WithLabelValues(string(rule)))

@@ -38,9 +38,9 @@ var (
 	registerOnce sync.Once
 )
 
-// RegisterMetrics registers the removal metrics with the legacy registry
-// (served at /metrics); safe to call more than once.
-func RegisterMetrics() {
+// registerMetrics registers the removal metrics with the legacy registry
+// (served at /metrics) once, when the first purger or reaper is made.
+func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(partitionPurges, purgedObjects, removedTypes)
 	})

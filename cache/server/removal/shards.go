@@ -64,7 +64,7 @@ func NewShardPurger(cfg ShardPurgerConfig) *ShardPurger {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	RegisterMetrics()
+	registerMetrics()
 	return &ShardPurger{
 		cfg: cfg,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[request](),

@@ -49,7 +49,7 @@ func NewTypeReaper(cfg TypeReaperConfig) *TypeReaper {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	RegisterMetrics()
+	registerMetrics()
 	return &TypeReaper{cfg: cfg, emptySince: map[string]time.Time{}}
 }
 

@@ -16,7 +16,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/replication"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
-	"github.com/kcp-cache/kcp-cache/cache/server/cachetest/standin"
+	"github.com/kcp-cache/kcp-cache/cache/server/standin"
 )
 
 // Shard is a running stand-in for a kcp shard.

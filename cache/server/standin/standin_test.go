@@ -8,7 +8,7 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/server/cachetest/standin"
+	"github.com/kcp-cache/kcp-cache/cache/server/standin"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 )
 
