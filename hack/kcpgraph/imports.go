@@ -18,7 +18,6 @@ import (
 	_ "github.com/kcp-cache/kcp-cache/cache/server/authorization"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/cachetest"
-	_ "github.com/kcp-cache/kcp-cache/cache/server/standin"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
@@ -31,6 +30,7 @@ import (
 	_ "github.com/kcp-cache/kcp-cache/cache/server/profiler"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/removal"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/shardmetrics"
+	_ "github.com/kcp-cache/kcp-cache/cache/server/standin"
 	_ "github.com/kcp-cache/kcp-cache/examples/cache-server/app"
 	_ "github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
 )

@@ -17,10 +17,10 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
-	"github.com/kcp-cache/kcp-cache/cache/server/standin"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
+	"github.com/kcp-cache/kcp-cache/cache/server/standin"
 )
 
 // DefaultHostShard is the shard a mounted cache's host holds.

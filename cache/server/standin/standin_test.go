@@ -8,8 +8,8 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/server/standin"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/standin"
 )
 
 // The stand-in's /clusters/{cluster}/ paths reach the partition of that
