@@ -1,33 +1,26 @@
 # The standalone cache server as a container image that takes the place of
 # kcp's cache-server image: the binary is /cache-server, as in kcp's image,
 # so kcp-operator's CacheServer (command /cache-server with kcp's arguments)
-# runs it when only its image is changed. See README.md, "Using it as kcp's
-# cache server".
+# runs it when only its image is changed (docs/kcp.md).
 #
-#   docker build -t kcp-cache:dev .
+# It builds offline: no base image is pulled and nothing is compiled inside
+# a container. The build context is a directory holding rootfs/ with the
+# static binary built on the host, /etc/passwd and /etc/group lines for uid
+# 65532 (the user kcp's image runs as) and a CA bundle; hack/image.sh
+# prepares it, builds, and starts the image as kcp-operator does:
 #
-# Multi-stage: a static binary (no C library, so it runs on the empty
-# distroless base) built with the Go toolchain go.mod asks for.
+#   hack/image.sh                 # build, start, probe, stop (what CI runs)
+#   hack/image.sh build           # build only: localhost/kcp-cache:dev
+#
+# BASE may name a registry image instead of the empty one, e.g.
+# --build-arg BASE=gcr.io/distroless/static:nonroot (rootfs/ is then copied
+# over it). The server needs nothing writable but its etcd directory
+# (--embedded-etcd-directory, an emptyDir under kcp-operator), so it runs on
+# a read-only root file system.
 
-ARG GO_VERSION=1.26
-
-FROM --platform=$BUILDPLATFORM docker.io/library/golang:${GO_VERSION} AS build
-WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
-COPY cache/ cache/
-COPY examples/ examples/
-ARG TARGETOS
-ARG TARGETARCH
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
-    go build -trimpath -ldflags="-s -w" -o /out/cache-server ./examples/cache-server
-
-# distroless/static: CA certificates and /etc/passwd, no shell; the nonroot
-# variant runs as uid 65532, as kcp's image does. The server needs nothing
-# writable but its etcd directory (--embedded-etcd-directory, an emptyDir
-# under kcp-operator), so a read-only root file system is fine.
-FROM gcr.io/distroless/static:nonroot
-COPY --from=build /out/cache-server /cache-server
+ARG BASE=scratch
+FROM ${BASE}
+COPY rootfs/ /
 USER 65532:65532
 WORKDIR /
 ENTRYPOINT ["/cache-server"]

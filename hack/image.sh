@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Builds the cache server's image with podman, without any registry, and
+# starts it as kcp-operator starts kcp's cache-server: command /cache-server
+# with the operator's arguments, uid 65532, a read-only root file system, the
+# etcd directory an emptyDir (here a tmpfs), TLS files mounted where the
+# operator mounts its secrets. It waits for /readyz and /livez to answer 200
+# over HTTPS, lists through the operator's shared client certificate, stops
+# the container and checks that it exited 0. It prints the image's size and
+# the /readyz answer.
+#
+#   hack/image.sh          # build, start, probe, stop (.ci/run runs this)
+#   hack/image.sh build    # build only
+#
+# Needs podman and runc (Debian: apt-get install podman runc), openssl, curl.
+# IMAGE (default localhost/kcp-cache:dev) names the image; BASE a base image
+# instead of the empty one (see Dockerfile); KEEP=1 keeps the work directory.
+#
+# Two settings these machines need, given in a containers.conf of our own
+# (CONTAINERS_CONF): runc as the runtime (crun refuses a hybrid cgroup set-up)
+# with cgroupfs, and ulimits within the machine's hard limits (podman's
+# defaults exceed them). Networking is loopback only: the container's port
+# 6443 is published on 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE=${IMAGE:-localhost/kcp-cache:dev}
+BASE=${BASE:-scratch}
+mode=${1:-run}
+case "$mode" in run | build) ;; *) echo "usage: $0 [build]" >&2; exit 2 ;; esac
+
+for tool in podman runc openssl curl; do
+  command -v "$tool" >/dev/null || { echo "hack/image.sh: $tool is missing (Debian: apt-get install podman runc openssl curl)" >&2; exit 1; }
+done
+
+work=$(mktemp -d /tmp/kcp-cache-image.XXXXXX)
+name=kcp-cache-image-$$
+cleanup() {
+  podman rm -f --time 5 "$name" >/dev/null 2>&1 || true
+  if [ "${KEEP:-}" = 1 ]; then echo "work directory kept: $work"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+cat >"$work/containers.conf" <<'EOF'
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+EOF
+export CONTAINERS_CONF=$work/containers.conf
+
+elapsed() { echo "$(($(date +%s) - $1))s"; }
+t0=$(date +%s)
+
+# The build context: rootfs/ holds everything the image has.
+rootfs=$work/context/rootfs
+mkdir -p "$rootfs/etc/ssl/certs"
+echo "== building the static binary (CGO_ENABLED=0)"
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$rootfs/cache-server" ./examples/cache-server
+printf 'root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$rootfs/etc/passwd"
+printf 'root:x:0:\nnonroot:x:65532:\n' >"$rootfs/etc/group"
+# The CA bundle, for an external etcd or webhook with a public certificate.
+cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/ca-certificates.crt"
+
+echo "== podman build $IMAGE (FROM $BASE, no pull)"
+previous=$(podman image inspect --format '{{.Id}}' "$IMAGE" 2>/dev/null || true)
+podman build --pull=never --quiet --build-arg "BASE=$BASE" -f Dockerfile -t "$IMAGE" "$work/context" >/dev/null
+# The image this build replaced under the same name is removed, so that
+# repeated runs do not pile up untagged images.
+if [ -n "$previous" ] && [ "$previous" != "$(podman image inspect --format '{{.Id}}' "$IMAGE")" ]; then
+  podman rmi "$previous" >/dev/null 2>&1 || true
+fi
+size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+echo "image $IMAGE: $((size / 1000000)) MB ($size bytes), built in $(elapsed "$t0")"
+[ "$mode" = build ] && exit 0
+
+# What the operator mounts: the serving certificate and key
+# (/etc/cache-server/tls/server) and the client CA of the shards
+# (/etc/cache-server/tls/ca/root), and it gives every shard one client
+# certificate, CN=cache-client, O=system:masters.
+tls=$work/tls
+mkdir -p "$tls/server" "$tls/ca" "$tls/client"
+ossl() { openssl "$@" 2>/dev/null; }
+ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=kcp-cache-image-serving-ca" \
+  -keyout "$tls/serving-ca.key" -out "$tls/serving-ca.crt"
+ossl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=cache-server" \
+  -keyout "$tls/server/tls.key" -out "$tls/server.csr"
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$tls/server.ext"
+ossl x509 -req -in "$tls/server.csr" -CA "$tls/serving-ca.crt" -CAkey "$tls/serving-ca.key" -CAcreateserial \
+  -days 1 -extfile "$tls/server.ext" -out "$tls/server/tls.crt"
+ossl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=kcp-cache-image-client-ca" \
+  -keyout "$tls/client-ca.key" -out "$tls/ca/tls.crt"
+ossl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=system:masters/CN=cache-client" \
+  -keyout "$tls/client/tls.key" -out "$tls/client.csr"
+printf 'extendedKeyUsage=clientAuth\n' >"$tls/client.ext"
+ossl x509 -req -in "$tls/client.csr" -CA "$tls/ca/tls.crt" -CAkey "$tls/client-ca.key" -CAcreateserial \
+  -days 1 -extfile "$tls/client.ext" -out "$tls/client/tls.crt"
+# Secrets are mounted readable by the container's user, as the operator's are.
+chmod 0755 "$tls" "$tls/server" "$tls/ca"
+chmod 0644 "$tls/server/tls.key"
+
+port=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null || shuf -i 20000-29999 -n 1)}
+
+echo "== podman run $IMAGE as kcp-operator runs it (uid 65532, read-only root, 127.0.0.1:$port)"
+t1=$(date +%s)
+podman run -d --name "$name" \
+  --user 65532:65532 --read-only \
+  --tmpfs /var/etcd:rw,mode=0700,U \
+  --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+  -p "127.0.0.1:$port:6443" \
+  -v "$tls/server:/etc/cache-server/tls/server:ro" \
+  -v "$tls/ca:/etc/cache-server/tls/ca/root:ro" \
+  "$IMAGE" \
+  --tls-cert-file=/etc/cache-server/tls/server/tls.crt \
+  --tls-private-key-file=/etc/cache-server/tls/server/tls.key \
+  --root-directory= \
+  --client-ca-file=/etc/cache-server/tls/ca/root/tls.crt \
+  --embedded-etcd-directory=/var/etcd \
+  -v=2 >/dev/null
+
+fail() {
+  echo "hack/image.sh: $*" >&2
+  echo "--- container log (last 40 lines)" >&2
+  podman logs --tail 40 "$name" >&2 || true
+  exit 1
+}
+
+base=https://127.0.0.1:$port
+probe() { curl -sS --max-time 5 --cacert "$tls/serving-ca.crt" -o "$work/body" -w '%{http_code}' "$base$1" 2>/dev/null || true; }
+deadline=$(($(date +%s) + ${READY_TIMEOUT:-180}))
+while :; do
+  [ "$(podman inspect --format '{{.State.Running}}' "$name" 2>/dev/null)" = true ] || fail "the container stopped before it was ready"
+  ready=$(probe /readyz)
+  if [ "$ready" = 200 ]; then
+    readyz=$(cat "$work/body")
+    [ "$(probe /livez)" = 200 ] && break
+  fi
+  [ "$(date +%s)" -lt "$deadline" ] || fail "/readyz or /livez not 200 within ${READY_TIMEOUT:-180}s (last /readyz: $ready)"
+  sleep 1
+done
+echo "/readyz and /livez 200 over HTTPS $(elapsed "$t1") after podman run; /readyz answered: $readyz"
+
+user=$(podman top "$name" user | awk 'NR == 2 { print $1 }')
+[ "$user" = 65532 ] || [ "$user" = nonroot ] || fail "the server runs as $user, not uid 65532"
+
+# The operator's one client certificate for every shard reads every partition.
+code=$(curl -sS --max-time 10 --cacert "$tls/serving-ca.crt" --cert "$tls/client/tls.crt" --key "$tls/client/tls.key" \
+  -o "$work/body" -w '%{http_code}' "$base/services/cache/shards/*/clusters/*/apis/apis.kcp.io/v1alpha2/apiexports" || true)
+[ "$code" = 200 ] || fail "listing apiexports with the operator's client certificate answered $code: $(head -c 300 "$work/body")"
+
+echo "== podman stop"
+podman stop --time 30 "$name" >/dev/null
+exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
+[ "$exit_code" = 0 ] || fail "the server exited $exit_code on SIGTERM"
+
+echo "image $IMAGE: $((size / 1000000)) MB; /readyz: $readyz; ran as uid 65532 on a read-only root; exited 0 on SIGTERM; $(elapsed "$t0") in all"
