@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 	"k8s.io/apiserver/pkg/util/openapi"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	openapicommon "k8s.io/kube-openapi/pkg/common"
+	"k8s.io/kube-openapi/pkg/validation/spec"
 	netutils "k8s.io/utils/net"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -372,12 +375,52 @@ func (c *Config) Complete() CompletedConfig {
 // in front, and clients (kubectl) need /apis under every scoped prefix. The
 // CRD discovery controller feeds the aggregated discovery manager this
 // enables.
+//
+// The copy is deep where upstream's Complete writes through a pointer: it
+// completes the OpenAPI configurations in place (their Info's version, the
+// default security and the 401 common response), so a shallow copy would
+// write into the Config the user holds and into every later server built
+// from it. Everything else Complete sets is a field of the copied struct.
 func (c *completedConfig) upstream() apiextensionsapiserver.CompletedConfig {
 	generic := *c.apiextensions.GenericConfig
+	generic.OpenAPIConfig = copyOpenAPIConfig(generic.OpenAPIConfig)
+	generic.OpenAPIV3Config = copyOpenAPIV3Config(generic.OpenAPIV3Config)
 	cfg := &apiextensionsapiserver.Config{GenericConfig: &generic, ExtraConfig: c.apiextensions.ExtraConfig}
 	completed := cfg.Complete()
 	completed.GenericConfig.EnableDiscovery = true
 	return completed
+}
+
+// copyOpenAPIConfig copies what upstream's Complete writes into in place.
+func copyOpenAPIConfig(c *openapicommon.Config) *openapicommon.Config {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Info = copyInfo(c.Info)
+	cp.CommonResponses = maps.Clone(c.CommonResponses)
+	cp.DefaultSecurity = slices.Clone(c.DefaultSecurity)
+	return &cp
+}
+
+// copyOpenAPIV3Config copies what upstream's Complete writes into in place.
+func copyOpenAPIV3Config(c *openapicommon.OpenAPIV3Config) *openapicommon.OpenAPIV3Config {
+	if c == nil {
+		return nil
+	}
+	cp := *c
+	cp.Info = copyInfo(c.Info)
+	cp.CommonResponses = maps.Clone(c.CommonResponses)
+	cp.DefaultSecurity = slices.Clone(c.DefaultSecurity)
+	return &cp
+}
+
+func copyInfo(info *spec.Info) *spec.Info {
+	if info == nil {
+		return nil
+	}
+	cp := *info
+	return &cp
 }
 
 // EtcdTransport is how the server reaches the etcd its data lives in,
