@@ -273,15 +273,15 @@ func TestPhasesFlag(t *testing.T) {
 	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
 		t.Errorf("phases = %v, want load and churn", c.phases)
 	}
-	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-2 || all.phases["storm"] || all.phases["regions"] {
-		t.Errorf("default phases = %v (%v), want all of %v but storm and regions", all.phases, err, phases)
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-3 || all.phases["storm"] || all.phases["regions"] || all.phases["scale"] {
+		t.Errorf("default phases = %v (%v), want all of %v but storm, regions and scale", all.phases, err, phases)
 	}
-	for _, alone := range []string{"storm", "regions"} {
+	for _, alone := range []string{"storm", "regions", "scale"} {
 		if c, err := parseFlags([]string{"-phases", alone}); err != nil || len(c.phases) != 1 || !c.phases[alone] {
 			t.Errorf("-phases %s = %v (%v)", alone, c.phases, err)
 		}
 	}
-	for _, bad := range []string{"load,nope", "get", "watch,create"} {
+	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale"} {
 		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
 			t.Errorf("-phases %s was accepted", bad)
 		}
@@ -387,5 +387,55 @@ func TestMarkdownTableHasOneRowPerMeasurement(t *testing.T) {
 	}
 	if i, j := strings.Index(out, "| 1a"), strings.Index(out, "| 9a"); i < 0 || j < i {
 		t.Errorf("rows not ordered by ID:\n%s", out)
+	}
+}
+
+// The scale phase's sizes parse as object counts; anything else is refused.
+func TestScaleFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-phases", "scale", "-sizes", "10000, 250000", "-scale-shards", "20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.scaleSizes) != 2 || c.scaleSizes[0] != 10000 || c.scaleSizes[1] != 250000 || c.scaleInformers != 20 {
+		t.Errorf("sizes %v, informers %d; want [10000 250000] and one informer per shard (20)", c.scaleSizes, c.scaleInformers)
+	}
+	for _, bad := range [][]string{{"-sizes", "10k"}, {"-sizes", "50"}, {"-scale-clusters", "0"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+}
+
+// The scale data set has kcp's mix: the shares add up to a hundred, and
+// every object carries its type's version in its managedFields.
+func TestScaleMix(t *testing.T) {
+	total := 0
+	for _, m := range scaleMix {
+		total += m.share
+	}
+	if total != 100 {
+		t.Fatalf("the shares add up to %d, want 100", total)
+	}
+	counts := map[string]int{}
+	for i := range 1000 {
+		u, err := scaleObject(i, kcpcache.Scope{Shard: "s", Cluster: "c"}, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tp := scaleTypeOf(i)
+		counts[tp.gvr.Resource]++
+		if u.GetKind() != tp.kind || u.GetAPIVersion() != tp.gvr.GroupVersion().String() {
+			t.Errorf("object %d is %s %s, want %s %s", i, u.GetAPIVersion(), u.GetKind(), tp.gvr.GroupVersion(), tp.kind)
+		}
+		for _, mf := range u.GetManagedFields() {
+			if mf.APIVersion != tp.gvr.GroupVersion().String() {
+				t.Errorf("object %d: a manager of %s", i, mf.APIVersion)
+			}
+		}
+	}
+	for _, m := range scaleMix {
+		if counts[m.gvr.Resource] != m.share*10 {
+			t.Errorf("%s: %d of 1000, want %d", m.gvr.Resource, counts[m.gvr.Resource], m.share*10)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -70,6 +71,13 @@ type config struct {
 	regionsInterval      time.Duration
 	regionsGets          int
 	regionsMemoryObjects int
+	// The scale phase's sizes and servers (see scale.go).
+	scaleSizes        []int
+	scaleShards       int
+	scaleClusters     int
+	scaleInformers    int
+	scaleServerBinary string
+	kcpCacheServer    string
 	// serverFlags are cache server flags (--name=value) for the server
 	// under test.
 	serverFlags []string
@@ -77,13 +85,15 @@ type config struct {
 	phases map[string]bool
 }
 
-var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions"}
+var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions", "scale"}
 
-// defaultPhases leave the storm and the regions out: each takes minutes of
-// its own (the storm mostly waiting for memory to come back, the regions
-// starting two more servers and a mirror's initial sync) and is run alone,
-// -phases storm or -phases regions.
-var defaultPhases = phases[:len(phases)-2]
+// defaultPhases leave the storm, the regions and the scale phase out: each
+// takes minutes of its own (the storm mostly waiting for memory to come
+// back, the regions starting two more servers and a mirror's initial sync,
+// the scale phase loading up to a quarter of a million objects into
+// server processes of its own) and is run alone, -phases storm, regions or
+// scale.
+var defaultPhases = phases[:len(phases)-3]
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -123,6 +133,11 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.regionsInterval, "regions-interval", 50*time.Millisecond, "pace of the regions phase's creates (one per interval)")
 	fs.IntVar(&c.regionsGets, "regions-gets", 300, "GETs of each kind in the regions phase (consistent at the mirror, consistent at the home, resourceVersion=0 at the mirror)")
 	fs.IntVar(&c.regionsMemoryObjects, "regions-memory-objects", 5000, "objects loaded at the home and then mirrored for the regions phase's memory per object")
+	sizes := fs.String("sizes", "10000,50000,250000", "object counts the scale phase measures, each in fresh server processes")
+	fs.IntVar(&c.scaleShards, "scale-shards", 200, "shards the scale phase's data set is spread over (one informer each in its relist burst)")
+	fs.IntVar(&c.scaleClusters, "scale-clusters", 50, "logical clusters per shard in the scale phase")
+	fs.StringVar(&c.scaleServerBinary, "scale-server-binary", "", "our cache-server binary for the scale phase (CGO_ENABLED=0 go build -o /tmp/kcp-cache-server ./examples/cache-server)")
+	fs.StringVar(&c.kcpCacheServer, "kcp-cache-server", "", "kcp's cache-server binary, measured beside ours in the scale phase (built from kcp's ./cmd/cache-server)")
 	fs.Func("server-flag", "a flag of the cache server under test, as --name=value (repeatable), e.g. -server-flag=--max-list-objects-in-flight=0", func(v string) error {
 		c.serverFlags = append(c.serverFlags, v)
 		return nil
@@ -176,12 +191,26 @@ func parseFlags(args []string) (config, error) {
 	case c.regionsObjects < 1 || c.regionsInterval <= 0 || c.regionsGets < 1 || c.regionsMemoryObjects < 100:
 		return c, fmt.Errorf("-regions-objects, -regions-interval and -regions-gets must be positive, -regions-memory-objects at least 100")
 	}
+	c.scaleInformers = c.scaleShards
+	for _, v := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 100 {
+			return c, fmt.Errorf("-sizes: %q is not an object count of at least 100", v)
+		}
+		c.scaleSizes = append(c.scaleSizes, n)
+	}
+	if c.scaleShards < 1 || c.scaleClusters < 1 {
+		return c, fmt.Errorf("-scale-shards and -scale-clusters must be positive")
+	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phaseList, ",") {
 		if p = strings.TrimSpace(p); !contains(phases, p) {
 			return c, fmt.Errorf("-phases: unknown phase %q; phases are %v", p, phases)
 		}
 		c.phases[p] = true
+	}
+	if c.phases["scale"] && len(c.phases) > 1 {
+		return c, fmt.Errorf("-phases: scale runs alone (it starts server processes of its own)")
 	}
 	for _, p := range []string{"get", "scoped", "watch"} {
 		if c.phases[p] && !c.phases["load"] {
@@ -230,6 +259,14 @@ func run(cfg config) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep := newReport(cfg)
+	if cfg.phases["scale"] {
+		// The scale phase runs its servers as processes of their own.
+		started := time.Now()
+		err := runScale(ctx, cfg, rep)
+		rep.Environment["load_average_end"] = loadAverage()
+		rep.Environment["total_duration"] = time.Since(started).Round(time.Second).String()
+		return printReport(cfg, rep, err)
+	}
 
 	var profile *os.File
 	if cfg.cpuProfile != "" {
@@ -269,12 +306,17 @@ func run(cfg config) int {
 		return 1
 	}
 	runErr := b.run(ctx)
-	if runErr != nil {
-		rep.Errors = append(rep.Errors, runErr.Error())
-	}
 	rep.Environment["load_average_end"] = loadAverage()
 	rep.Environment["total_duration"] = time.Since(started).Round(time.Second).String()
 
+	return printReport(cfg, rep, runErr)
+}
+
+// printReport prints rep as cfg asks and returns the exit code.
+func printReport(cfg config, rep *report, runErr error) int {
+	if runErr != nil {
+		rep.Errors = append(rep.Errors, runErr.Error())
+	}
 	out := rep.writeTable
 	switch {
 	case cfg.jsonOut:

@@ -1,0 +1,615 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/pki"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
+)
+
+// The scale phase measures how the costs of a cache server grow with the
+// number of objects it holds, for ours and, when -kcp-cache-server names
+// its binary, kcp's cache-server side by side: each server runs as its own
+// process (so that its RSS is its own and a restart is a real SIGKILL),
+// started with the arguments kcp's sharded-test-server gives kcp's cache
+// (embedded etcd, a client CA; clients present a certificate in group
+// system:masters), fresh for every size, and loaded through its API.
+//
+// The data set has kcp's shape: -scale-shards shards × -scale-clusters
+// logical clusters, the types a kcp shard replicates in the proportions of
+// scaleMix, each object with about 1 KB of spec and the managedFields a kcp
+// shard records (about 1.2 KB), as kcp's copies carry them.
+
+// scaleType is one type of the data set and its share of the objects.
+type scaleType struct {
+	gvr   schema.GroupVersionResource
+	kind  string
+	share int // per hundred
+}
+
+// scaleMix: mostly schemas and RBAC, as in a kcp installation where every
+// APIExport brings several APIResourceSchemas and the bind/maximal
+// permission policy objects.
+var scaleMix = []scaleType{
+	{schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiresourceschemas"}, "APIResourceSchema", 30},
+	{schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha2", Resource: "apiexports"}, "APIExport", 10},
+	{schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexportendpointslices"}, "APIExportEndpointSlice", 10},
+	{schema.GroupVersionResource{Group: "core.kcp.io", Version: "v1alpha1", Resource: "logicalclusters"}, "LogicalCluster", 10},
+	{schema.GroupVersionResource{Group: "tenancy.kcp.io", Version: "v1alpha1", Resource: "workspacetypes"}, "WorkspaceType", 5},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}, "ClusterRole", 18},
+	{schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, "ClusterRoleBinding", 17},
+}
+
+// scaleTypeOf is the type of object i: the mix repeated every hundred.
+func scaleTypeOf(i int) scaleType {
+	k := i % 100
+	for _, t := range scaleMix {
+		if k < t.share {
+			return t
+		}
+		k -= t.share
+	}
+	return scaleMix[0]
+}
+
+// scaleObject is object i of the data set, in partition s.
+func scaleObject(i int, s kcpcache.Scope, specBytes int) (*unstructured.Unstructured, error) {
+	t := scaleTypeOf(i)
+	name := objectName("obj", i)
+	u, err := ownedAPIExport(name, specBytes)
+	if err != nil {
+		return nil, err
+	}
+	u.SetAPIVersion(t.gvr.GroupVersion().String())
+	u.SetKind(t.kind)
+	if t.gvr.Group == "rbac.authorization.k8s.io" {
+		// RBAC objects have no spec; the same bytes go into rules.
+		u.Object["rules"] = []interface{}{map[string]interface{}{
+			"apiGroups": []interface{}{"apis.kcp.io"}, "resources": []interface{}{"apiexports"},
+			"verbs": []interface{}{"bind"}, "resourceNames": []interface{}{u.Object["spec"].(map[string]interface{})["description"]},
+		}}
+		delete(u.Object, "spec")
+	}
+	mf := u.GetManagedFields()
+	for j := range mf {
+		mf[j].APIVersion = t.gvr.GroupVersion().String()
+	}
+	u.SetManagedFields(mf)
+	u.SetAnnotations(map[string]string{"kcp.io/cluster": s.Cluster})
+	u.SetUID("")
+	return u, nil
+}
+
+// scaleServer is one server process under test.
+type scaleServer struct {
+	name   string // "ours" or "kcp"
+	binary string
+	root   string
+	args   []string
+	cfg    *rest.Config
+	cmd    *exec.Cmd
+	exited chan struct{}
+	log    *bytes.Buffer
+}
+
+// startScaleServer starts binary with the arguments kcp's
+// sharded-test-server gives kcp's cache server, in a new root directory.
+func startScaleServer(ctx context.Context, name, binary, root string) (*scaleServer, error) {
+	ca, err := pki.NewCA("scale-client-ca")
+	if err != nil {
+		return nil, err
+	}
+	caFile := filepath.Join(root, "client-ca.crt")
+	if err := pki.WriteFile(caFile, ca.CertPEM); err != nil {
+		return nil, err
+	}
+	var portsUsed [3]int
+	for i := range portsUsed {
+		if portsUsed[i], err = ports.Reserve(); err != nil {
+			return nil, err
+		}
+	}
+	dataDir := filepath.Join(root, "data")
+	s := &scaleServer{name: name, binary: binary, root: dataDir, args: []string{
+		"--root-directory=" + dataDir,
+		"--bind-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", portsUsed[0]),
+		"--client-ca-file=" + caFile,
+		fmt.Sprintf("--embedded-etcd-client-port=%d", portsUsed[1]),
+		fmt.Sprintf("--embedded-etcd-peer-port=%d", portsUsed[2]),
+	}}
+	certPEM, keyPEM, err := ca.IssueClient("cache-client", []string{"system:masters"})
+	if err != nil {
+		return nil, err
+	}
+	s.cfg = &rest.Config{
+		Host:            fmt.Sprintf("https://localhost:%d", portsUsed[0]),
+		TLSClientConfig: rest.TLSClientConfig{CertData: certPEM, KeyData: keyPEM},
+		QPS:             -1,
+		Timeout:         2 * time.Minute,
+	}
+	return s, s.start(ctx)
+}
+
+// start starts the process and waits until /readyz answers 200.
+func (s *scaleServer) start(ctx context.Context) error {
+	s.log = &bytes.Buffer{}
+	s.cmd = exec.Command(s.binary, s.args...)
+	s.cmd.Stdout, s.cmd.Stderr = &lockedWriter{w: s.log}, &lockedWriter{w: s.log}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	s.exited = make(chan struct{})
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	var servingCert []byte
+	if err := cachetest.Poll(ctx, func(context.Context) error {
+		select {
+		case <-s.exited:
+			return fmt.Errorf("%s exited: %s", s.name, tail(s.log.String(), 2000))
+		default:
+		}
+		var err error
+		servingCert, err = os.ReadFile(filepath.Join(s.root, "apiserver.crt"))
+		return err
+	}); err != nil {
+		return err
+	}
+	s.cfg.CAData = servingCert
+	return cachetest.WaitForPath(ctx, s.cfg, "/readyz")
+}
+
+// kill stops the process with SIGKILL and waits for it.
+func (s *scaleServer) kill() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.exited
+}
+
+// rss is the process's resident set, in bytes.
+func (s *scaleServer) rss() (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	return parseProcStatus(b)["VmRSS"], nil
+}
+
+// heap is go_memstats_heap_inuse_bytes from the server's /metrics.
+func (s *scaleServer) heap(ctx context.Context) (float64, error) {
+	client, err := rest.HTTPClientFor(s.cfg)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.Host+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var buf bytes.Buffer
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(buf.String(), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("%s: /metrics has no go_memstats_heap_inuse_bytes", s.name)
+}
+
+// settledMemory measures heap and RSS after a pause for the collector.
+func (s *scaleServer) settledMemory(ctx context.Context) (heap float64, rss uint64, err error) {
+	select {
+	case <-ctx.Done():
+		return 0, 0, ctx.Err()
+	case <-time.After(5 * time.Second):
+	}
+	if heap, err = s.heap(ctx); err != nil {
+		return 0, 0, err
+	}
+	rss, err = s.rss()
+	return heap, rss, err
+}
+
+// scaleResult is what one server measured at one size.
+type scaleResult struct {
+	load, ready, filled        time.Duration
+	heapPerObject, rssPerObj   float64
+	listConsistent, listCached summary
+	burstSynced                time.Duration
+	burstGets                  summary
+	burst429                   int64
+	rssPeakOverRest            float64
+	fanOut                     summary
+}
+
+// runScale runs the scale phase for every size and server, adding rows to
+// rep (ours as "cache", kcp's as "baseline").
+func runScale(ctx context.Context, cfg config, rep *report) error {
+	if cfg.scaleServerBinary == "" {
+		return errors.New("-phases scale needs -scale-server-binary (build it with: CGO_ENABLED=0 go build -o /tmp/kcp-cache-server ./examples/cache-server)")
+	}
+	servers := []struct{ name, binary string }{{"ours", cfg.scaleServerBinary}}
+	if cfg.kcpCacheServer != "" {
+		servers = append(servers, struct{ name, binary string }{"kcp", cfg.kcpCacheServer})
+	}
+	for _, n := range cfg.scaleSizes {
+		results := map[string]*scaleResult{}
+		for _, srv := range servers {
+			progress("scale: %s with %d objects", srv.name, n)
+			res, err := scaleOne(ctx, cfg, srv.name, srv.binary, n)
+			if err != nil {
+				rep.note("scale: %s at %d objects failed: %v", srv.name, n, err)
+				continue
+			}
+			results[srv.name] = res
+		}
+		addScaleRows(rep, n, results["ours"], results["kcp"])
+	}
+	return nil
+}
+
+// scaleOne measures one server at one size.
+func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*scaleResult, error) {
+	root, err := os.MkdirTemp("", "kcp-cache-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	s, err := startScaleServer(ctx, name, binary, root)
+	if err != nil {
+		return nil, err
+	}
+	defer s.kill()
+	dyn, err := client.NewForConfig(s.cfg)
+	if err != nil {
+		return nil, err
+	}
+	emptyHeap, emptyRSS, err := s.settledMemory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	l := layout{shards: cfg.scaleShards, clusters: cfg.scaleClusters}
+	res := &scaleResult{}
+
+	started := time.Now()
+	if err := scaleLoad(ctx, dyn, l, n, cfg.objectBytes, cfg.loadConcurrency); err != nil {
+		return nil, fmt.Errorf("loading: %w", err)
+	}
+	res.load = time.Since(started)
+
+	heap, rss, err := s.settledMemory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res.heapPerObject = (heap - emptyHeap) / float64(n)
+	res.rssPerObj = (float64(rss) - float64(emptyRSS)) / float64(n)
+
+	// Restart: SIGKILL, start on the same data, first /readyz 200, then
+	// every type answers a consistent */* list (a watch cache still
+	// filling answers 429).
+	s.kill()
+	started = time.Now()
+	if err := s.start(ctx); err != nil {
+		return nil, fmt.Errorf("restarting: %w", err)
+	}
+	res.ready = time.Since(started)
+	for _, t := range scaleMix {
+		if err := cachetest.Poll(ctx, func(ctx context.Context) error {
+			_, err := wildcard(dyn, t.gvr).List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		}); err != nil {
+			return nil, fmt.Errorf("waiting for %s after the restart: %w", t.gvr.Resource, err)
+		}
+	}
+	res.filled = time.Since(started)
+
+	// One */* list of the largest type, consistent and from the cache.
+	largest := scaleMix[0].gvr
+	for _, rv := range []string{"", "0"} {
+		var samples []time.Duration
+		for range cfg.listReps {
+			t0 := time.Now()
+			if _, err := wildcard(dyn, largest).List(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
+				return nil, fmt.Errorf("listing %s: %w", largest.Resource, err)
+			}
+			samples = append(samples, time.Since(t0))
+		}
+		if rv == "" {
+			res.listConsistent = summarize(samples)
+		} else {
+			res.listCached = summarize(samples)
+		}
+	}
+
+	_, restRSS, err := s.settledMemory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := scaleBurst(ctx, cfg, s, l, n, float64(restRSS), res); err != nil {
+		return nil, fmt.Errorf("relist burst: %w", err)
+	}
+	return res, nil
+}
+
+// wildcard addresses gvr in every partition.
+func wildcard(c *client.ClusterClient, gvr schema.GroupVersionResource) dynamic.ResourceInterface {
+	return c.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(gvr)
+}
+
+// scaleLoad creates objects 0..n-1 with concurrency clients.
+func scaleLoad(ctx context.Context, c *client.ClusterClient, l layout, n, specBytes, concurrency int) error {
+	var next atomic.Int64
+	errs := make(chan error, concurrency)
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				s := l.scopeOf(i)
+				u, err := scaleObject(i, s, specBytes)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if _, err := c.Cluster(s.Shard, s.Cluster).Resource(scaleTypeOf(i).gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+					errs <- fmt.Errorf("object %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// scaleBurst starts one informer per shard on */* of the largest type at
+// once, as after a cache restart, and measures the time until all are
+// synced, GETs meanwhile, 429s, the RSS peak, then one write's fan-out.
+func scaleBurst(ctx context.Context, cfg config, s *scaleServer, l layout, n int, restRSS float64, res *scaleResult) error {
+	gvr := scaleMix[0].gvr
+	// The informers stop (cancel) before they are waited for.
+	var informers sync.WaitGroup
+	defer informers.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var too many429
+	cfgs := make([]*rest.Config, cfg.scaleInformers)
+	for i := range cfgs {
+		c := rest.CopyConfig(s.cfg)
+		c.Timeout = 0
+		c.WrapTransport = too.wrap
+		// One connection each, as separate shards have: a config with
+		// its own dialer gets a transport of its own (client-go shares
+		// transports only between configs without one).
+		c.Dial = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
+		cfgs[i] = c
+	}
+	const marker = "fanout-probe"
+	seen := make([]chan time.Time, len(cfgs))
+	var synced sync.WaitGroup
+	var peak atomic.Uint64
+	started := time.Now()
+	for i, c := range cfgs {
+		seen[i] = make(chan time.Time, 1)
+		cc, err := client.NewForConfig(c)
+		if err != nil {
+			return err
+		}
+		r := wildcard(cc, gvr)
+		lw := &cache.ListWatch{
+			ListFunc: func(o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) },
+			WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+				return r.Watch(ctx, o)
+			},
+		}
+		inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		ch := seen[i]
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj interface{}) {
+			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == marker {
+				select {
+				case ch <- time.Now():
+				default:
+				}
+			}
+		}}); err != nil {
+			return err
+		}
+		informers.Go(func() { inf.Run(ctx.Done()) })
+		synced.Add(1)
+		informers.Go(func() {
+			defer synced.Done()
+			cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
+		})
+	}
+	// GETs by name and the RSS peak while the informers list.
+	allSynced := make(chan struct{})
+	informers.Go(func() { synced.Wait(); close(allSynced) })
+	dyn, err := client.NewForConfig(s.cfg)
+	if err != nil {
+		return err
+	}
+	rng := rand.New(rand.NewSource(cfg.seed))
+	var gets []time.Duration
+	deadline := time.After(cfg.phaseTimeout)
+loop:
+	for {
+		select {
+		case <-allSynced:
+			break loop
+		case <-deadline:
+			return fmt.Errorf("%d informers not synced after %s", cfg.scaleInformers, cfg.phaseTimeout)
+		default:
+		}
+		if rss, err := s.rss(); err == nil && rss > peak.Load() {
+			peak.Store(rss)
+		}
+		i := rng.Intn(n)
+		sc := l.scopeOf(i)
+		t0 := time.Now()
+		_, err := dyn.Cluster(sc.Shard, sc.Cluster).Resource(scaleTypeOf(i).gvr).Get(ctx, objectName("obj", i), metav1.GetOptions{ResourceVersion: "0"})
+		if err != nil && !apierrors.IsTooManyRequests(err) {
+			return fmt.Errorf("GET during the burst: %w", err)
+		}
+		gets = append(gets, time.Since(t0))
+	}
+	res.burstSynced = time.Since(started)
+	res.burstGets = summarize(gets)
+	res.burst429 = too.count.Load()
+	res.rssPeakOverRest = float64(peak.Load()) / restRSS
+
+	// Fan-out: one write, seen by every informer.
+	probe, err := scaleObject(0, l.scopeOf(0), 256)
+	if err != nil {
+		return err
+	}
+	probe.SetName(marker)
+	probe.SetAPIVersion(gvr.GroupVersion().String())
+	probe.SetKind(scaleMix[0].kind)
+	written := time.Now()
+	if _, err := dyn.Cluster(l.scopeOf(0).Shard, l.scopeOf(0).Cluster).Resource(gvr).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	var fan []time.Duration
+	timeout := time.After(time.Minute)
+	for _, ch := range seen {
+		select {
+		case at := <-ch:
+			fan = append(fan, at.Sub(written))
+		case <-timeout:
+			return fmt.Errorf("the probe reached %d of %d informers in a minute", len(fan), len(seen))
+		}
+	}
+	res.fanOut = summarize(fan)
+	return nil
+}
+
+// many429 counts 429 answers.
+type many429 struct{ count atomic.Int64 }
+
+func (m *many429) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+			m.count.Add(1)
+		}
+		return resp, err
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// lockedWriter serialises a process's stdout and stderr into one buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.w.Len() > 1<<20 {
+		l.w.Reset()
+	}
+	return l.w.Write(p)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// addScaleRows adds one size's rows: ours as the cache, kcp's as the
+// baseline (missing when kcp's was not run or failed).
+func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
+	if ours == nil {
+		return
+	}
+	id := func(letter string) string { return fmt.Sprintf("11%s-%d", letter, n) }
+	add := func(letter, metric, unit string, get func(*scaleResult) float64, format func(float64) string, t *target) {
+		r := &row{ID: id(letter), Metric: fmt.Sprintf("%s (%s objects)", metric, thousands(n)), Unit: unit, CacheValue: get(ours), Cache: format(get(ours)), Target: t, TargetOnValue: t != nil}
+		r.Ratio = math.NaN()
+		r.Baseline = "not run"
+		if kcp != nil {
+			r.BaselineValue = get(kcp)
+			r.Baseline = "kcp's cache-server: " + format(get(kcp))
+			r.Ratio = ratio(r.CacheValue, r.BaselineValue)
+			r.RatioMeaning = "ours ÷ kcp's"
+		}
+		rep.add(r)
+	}
+	secs := func(v float64) string { return fmt.Sprintf("%.2f s", v) }
+	msf := func(v float64) string { return fmt.Sprintf("%.1f ms", v) }
+	bytesf := func(v float64) string { return fmt.Sprintf("%.0f B", v) }
+	num := func(v float64) string { return fmt.Sprintf("%.2f", v) }
+	d := func(x time.Duration) float64 { return x.Seconds() }
+	m := func(x time.Duration) float64 { return float64(x) / float64(time.Millisecond) }
+	add("a", "load through the API", "s", func(r *scaleResult) float64 { return d(r.load) }, secs, nil)
+	add("b", "restart (SIGKILL) to /readyz 200", "s", func(r *scaleResult) float64 { return d(r.ready) }, secs, &target{Text: "≤ 60 s", AtMost: true, Bound: 60})
+	add("c", "restart to every type listable", "s", func(r *scaleResult) float64 { return d(r.filled) }, secs, nil)
+	add("d", "heap per object at rest", "bytes", func(r *scaleResult) float64 { return r.heapPerObject }, bytesf, nil)
+	add("e", "RSS per object at rest", "bytes", func(r *scaleResult) float64 { return r.rssPerObj }, bytesf, nil)
+	add("f", "*/* LIST of "+scaleMix[0].gvr.Resource+", consistent, p50", "ms", func(r *scaleResult) float64 { return m(r.listConsistent.P50) }, msf, nil)
+	add("g", "*/* LIST of "+scaleMix[0].gvr.Resource+", resourceVersion=0, p50", "ms", func(r *scaleResult) float64 { return m(r.listCached.P50) }, msf, nil)
+	add("h", "relist burst: every informer synced", "s", func(r *scaleResult) float64 { return d(r.burstSynced) }, secs, nil)
+	add("i", "relist burst: GET p99", "ms", func(r *scaleResult) float64 { return m(r.burstGets.P99) }, msf, &target{Text: "≤ 100 ms", AtMost: true, Bound: 100})
+	add("j", "relist burst: 429 answers", "count", func(r *scaleResult) float64 { return float64(r.burst429) }, num, nil)
+	add("k", "relist burst: RSS peak ÷ rest", "ratio", func(r *scaleResult) float64 { return r.rssPeakOverRest }, num, &target{Text: "≤ 2", AtMost: true, Bound: 2})
+	add("l", "watch fan-out to every informer, p99", "ms", func(r *scaleResult) float64 { return m(r.fanOut.P99) }, msf, nil)
+}
+
+// thousands writes n with commas.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
