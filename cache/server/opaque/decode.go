@@ -3,7 +3,9 @@ package opaque
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"unicode/utf8"
 	"unique"
 	"unsafe"
 
@@ -74,6 +76,13 @@ func internString(s string) string {
 // compacts the JSON, and parses the metadata in full. The metadata is
 // encoded again before it is stored, so its bytes are not kept as such.
 func decodeRequest(data []byte, o *Object) error {
+	// JSON is UTF-8 (RFC 8259). Invalid bytes would be kept as they are in
+	// the names and strings this package reads itself, where upstream's
+	// decoder (and every client's) reads U+FFFD: the same body would mean
+	// two things. Found by FuzzDecodeRequest.
+	if !utf8.Valid(data) {
+		return errors.New("the request body is not valid UTF-8")
+	}
 	var compact bytes.Buffer
 	compact.Grow(len(data))
 	if err := json.Compact(&compact, data); err != nil {
