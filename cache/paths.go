@@ -18,6 +18,17 @@ const (
 	ClustersSegment = "clusters"
 )
 
+// JoinHostPath appends path to host, a client configuration's Host: a URL
+// or host:port, possibly with a path of its own and a trailing slash. It is
+// the one way this project extends a host with a path, so that no join
+// doubles or drops the slash between them.
+func JoinHostPath(host, path string) string {
+	if path == "" {
+		return host
+	}
+	return strings.TrimSuffix(host, "/") + "/" + strings.TrimPrefix(path, "/")
+}
+
 // HealthPaths are the health endpoints of every server here; each has
 // individual checks below it ("/readyz/<check>"). They are served outside
 // any partition: machines probe them without credentials and read only the

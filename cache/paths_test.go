@@ -98,3 +98,17 @@ func TestWithPathLeavesTheRequestAlone(t *testing.T) {
 		t.Errorf("a client request got RequestURI %q, which http.Client refuses", r.RequestURI)
 	}
 }
+
+func TestJoinHostPathPutsOneSlashBetween(t *testing.T) {
+	for _, c := range []struct{ host, path, want string }{
+		{"https://cache.example:6443", "/services/cache", "https://cache.example:6443/services/cache"},
+		{"https://cache.example:6443/", "/services/cache", "https://cache.example:6443/services/cache"},
+		{"https://proxy.example/prefix/", "readyz", "https://proxy.example/prefix/readyz"},
+		{"127.0.0.1:6443", "/readyz", "127.0.0.1:6443/readyz"},
+		{"https://cache.example", "", "https://cache.example"},
+	} {
+		if got := JoinHostPath(c.host, c.path); got != c.want {
+			t.Errorf("JoinHostPath(%q, %q) = %q, want %q", c.host, c.path, got, c.want)
+		}
+	}
+}

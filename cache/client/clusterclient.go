@@ -3,7 +3,6 @@ package client
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -108,7 +107,7 @@ func (c *ClusterClient) scopedConfig(shard, cluster string) (*rest.Config, error
 		return nil, err
 	}
 	cfg := rest.CopyConfig(c.config)
-	cfg.Host = strings.TrimSuffix(cfg.Host, "/") + c.paths(scope)
+	cfg.Host = kcpcache.JoinHostPath(cfg.Host, c.paths(scope))
 	return cfg, nil
 }
 

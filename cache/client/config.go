@@ -100,5 +100,5 @@ func scopedHost(base *rest.Config, scope kcpcache.Scope) (string, error) {
 		proxyPath = proxyPath[:i]
 	}
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = "", "", "", ""
-	return u.String() + proxyPath + kcpcache.ScopedPathPrefix(scope), nil
+	return kcpcache.JoinHostPath(u.String()+proxyPath, kcpcache.ScopedPathPrefix(scope)), nil
 }

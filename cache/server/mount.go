@@ -55,7 +55,7 @@ func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *d
 		return err
 	}
 	derived.hostLoopback = rest.CopyConfig(loopback)
-	loopback.Host = strings.TrimSuffix(loopback.Host, "/") + kcpcache.ServicePrefix
+	loopback.Host = kcpcache.JoinHostPath(loopback.Host, kcpcache.ServicePrefix)
 	loopback.BearerToken = token
 	loopback.BearerTokenFile = ""
 	generic.LoopbackClientConfig = loopback

@@ -92,7 +92,7 @@ func (b *bench) resource(s kcpcache.Scope, noGzip bool) (dynamic.ResourceInterfa
 		return r, nil
 	}
 	cfg := rest.CopyConfig(b.srv.admin)
-	cfg.Host += kcpcache.ScopedPathPrefix(s)
+	cfg.Host = kcpcache.JoinHostPath(cfg.Host, kcpcache.ScopedPathPrefix(s))
 	h := b.httpClient
 	if noGzip {
 		cfg.DisableCompression = true

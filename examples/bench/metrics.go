@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // metricSample is one line of the Prometheus text format.
@@ -111,7 +113,7 @@ outer:
 
 // scrapeMetrics reads the server's /metrics as the admin.
 func (b *bench) scrapeMetrics(ctx context.Context) ([]metricSample, error) {
-	req, err := newGet(ctx, b.srv.admin.Host+"/metrics")
+	req, err := newGet(ctx, kcpcache.JoinHostPath(b.srv.admin.Host, "/metrics"))
 	if err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func (b *bench) listCheckpoint(ctx context.Context, size int) error {
 		return err
 	}
 	prefix := resourceKeyPrefix(b.srv.etcdPrefix)
-	url := b.srv.admin.Host + kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource)
+	url := kcpcache.JoinHostPath(b.srv.admin.Host, kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource))
 	const kinds = 5
 	var wall, cpu [kinds][]time.Duration
 	var lr listResult

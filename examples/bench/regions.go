@@ -110,7 +110,7 @@ func (r *regionCache) peerFlag(from string) (string, error) {
 // resource is an admin client of apiexports in scope s at this cache.
 func (r *regionCache) resource(s kcpcache.Scope) (dynamic.ResourceInterface, error) {
 	cfg := r.srv.Config()
-	cfg.Host += kcpcache.ScopedPathPrefix(s)
+	cfg.Host = kcpcache.JoinHostPath(cfg.Host, kcpcache.ScopedPathPrefix(s))
 	dc, err := dynamic.NewForConfigAndClient(cfg, r.admin)
 	if err != nil {
 		return nil, err
@@ -152,7 +152,7 @@ func (w *shardWriters) resource(s kcpcache.Scope) (dynamic.ResourceInterface, er
 		}
 		w.clients[s.Shard] = hc
 	}
-	cfg.Host += kcpcache.ScopedPathPrefix(s)
+	cfg.Host = kcpcache.JoinHostPath(cfg.Host, kcpcache.ScopedPathPrefix(s))
 	dc, err := dynamic.NewForConfigAndClient(cfg, hc)
 	if err != nil {
 		return nil, err

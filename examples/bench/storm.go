@@ -39,9 +39,9 @@ func (b *bench) listStorm(ctx context.Context) error {
 			return err
 		}
 	}
-	listURL := b.srv.admin.Host + kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource)
+	listURL := kcpcache.JoinHostPath(b.srv.admin.Host, kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource))
 	getURL := func(i int) string {
-		return b.srv.admin.Host + kcpcache.ScopedPath(b.l.scopeOf(i), "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource+"/"+objectName("export", i))
+		return kcpcache.JoinHostPath(b.srv.admin.Host, kcpcache.ScopedPath(b.l.scopeOf(i), "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource+"/"+objectName("export", i)))
 	}
 	getter, err := b.ownConnection()
 	if err != nil {

@@ -245,7 +245,7 @@ func intField(line []byte, name string) (int64, bool) {
 // sharing a cached transport.
 func (b *bench) watcherConfig() *rest.Config {
 	cfg := rest.CopyConfig(b.srv.admin)
-	cfg.Host += kcpcache.ScopedPathPrefix(everything)
+	cfg.Host = kcpcache.JoinHostPath(cfg.Host, kcpcache.ScopedPathPrefix(everything))
 	if !b.cfg.watchSharedConn {
 		cfg.Dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
 	}
@@ -279,7 +279,7 @@ func (b *bench) startRawWatcher(ctx context.Context, rv string) (io.ReadCloser, 
 			return nil, err
 		}
 	}
-	url := b.srv.admin.Host + kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource) +
+	url := kcpcache.JoinHostPath(b.srv.admin.Host, kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource)) +
 		"?watch=true&allowWatchBookmarks=true&resourceVersion=" + rv
 	req, err := newGet(ctx, url)
 	if err != nil {

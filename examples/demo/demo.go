@@ -344,7 +344,7 @@ func (d *demo) tailLog(w io.Writer, n int) {
 
 func scoped(cfg *rest.Config, prefix string) dynamic.Interface {
 	c := rest.CopyConfig(cfg)
-	c.Host += prefix
+	c.Host = kcpcache.JoinHostPath(c.Host, prefix)
 	return dynamic.NewForConfigOrDie(c)
 }
 

@@ -279,7 +279,7 @@ func getPath(ctx context.Context, cfg *rest.Config, path string) (*reply, error)
 		return nil, err
 	}
 	defer hc.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(cfg.Host, path), nil)
 	if err != nil {
 		return nil, err
 	}

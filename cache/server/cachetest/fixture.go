@@ -351,7 +351,7 @@ func (s *Server) Config() *rest.Config { return rest.CopyConfig(s.config) }
 // prefix, so ordinary clients address one partition (or a wildcard).
 func (s *Server) ScopedConfig(shard, cluster string) *rest.Config {
 	c := s.Config()
-	c.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster})
+	c.Host = kcpcache.JoinHostPath(c.Host, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: cluster}))
 	return c
 }
 

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
@@ -86,7 +87,7 @@ func StopOnCleanup(t testing.TB, what string, stop func() error) {
 func Dynamic(t testing.TB, cfg *rest.Config, pathPrefix string) *dynamic.DynamicClient {
 	t.Helper()
 	c := rest.CopyConfig(cfg)
-	c.Host += pathPrefix
+	c.Host = kcpcache.JoinHostPath(c.Host, pathPrefix)
 	d, err := dynamic.NewForConfig(c)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 const (
@@ -32,7 +34,7 @@ func WaitForPath(ctx context.Context, cfg *rest.Config, path string) error {
 	defer client.CloseIdleConnections()
 	last := "no answer"
 	err = wait.PollUntilContextTimeout(ctx, pollInterval, DefaultTimeout, true, func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(cfg.Host, path), nil)
 		if err != nil {
 			return false, err
 		}

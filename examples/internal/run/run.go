@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
@@ -94,7 +95,7 @@ func Get(ctx context.Context, cfg *rest.Config, path string) (int, error) {
 		return 0, err
 	}
 	defer client.CloseIdleConnections()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(cfg.Host, path), nil)
 	if err != nil {
 		return 0, err
 	}
