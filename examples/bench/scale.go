@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,12 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
@@ -214,7 +214,7 @@ func (s *scaleServer) heap(ctx context.Context) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.cfg.Host+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(s.cfg.Host, "/metrics"), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -433,37 +433,16 @@ func scaleBurst(ctx context.Context, cfg config, s *scaleServer, l layout, n int
 	var synced sync.WaitGroup
 	var peak atomic.Uint64
 	started := time.Now()
+	listURL := kcpcache.JoinHostPath(s.cfg.Host, kcpcache.ScopedPath(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, "/apis/"+gvr.GroupVersion().String()+"/"+gvr.Resource))
 	for i, c := range cfgs {
 		seen[i] = make(chan time.Time, 1)
-		cc, err := client.NewForConfig(c)
+		hc, err := rest.HTTPClientFor(c)
 		if err != nil {
 			return err
 		}
-		r := wildcard(cc, gvr)
-		lw := &cache.ListWatch{
-			ListFunc: func(o metav1.ListOptions) (runtime.Object, error) { return r.List(ctx, o) },
-			WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-				return r.Watch(ctx, o)
-			},
-		}
-		inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
 		ch := seen[i]
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj interface{}) {
-			if u, ok := obj.(*unstructured.Unstructured); ok && u.GetName() == marker {
-				select {
-				case ch <- time.Now():
-				default:
-				}
-			}
-		}}); err != nil {
-			return err
-		}
-		informers.Go(func() { inf.Run(ctx.Done()) })
 		synced.Add(1)
-		informers.Go(func() {
-			defer synced.Done()
-			cache.WaitForCacheSync(ctx.Done(), inf.HasSynced)
-		})
+		informers.Go(func() { rawInformer(ctx, hc, listURL, marker, synced.Done, ch) })
 	}
 	// GETs by name and the RSS peak while the informers list.
 	allSynced := make(chan struct{})
@@ -527,6 +506,84 @@ loop:
 	return nil
 }
 
+// rawInformer lists and then watches url as a reflector does (LIST at
+// resourceVersion 0, WATCH from the list's resourceVersion with bookmarks),
+// but reads the bodies as bytes instead of decoding them into objects: the
+// bench stands in for many shards in one process, and 200 decoded copies of
+// a large data set would measure the bench's memory, not the server's. It
+// calls synced once its watch is open, and sends the time it first sees an
+// event naming marker on seen. A refused or broken request is retried.
+func rawInformer(ctx context.Context, hc *http.Client, url, marker string, synced func(), seen chan<- time.Time) {
+	once := sync.OnceFunc(synced)
+	defer once()
+	for ctx.Err() == nil {
+		rv, err := rawList(ctx, hc, url)
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?watch=true&allowWatchBookmarks=true&resourceVersion="+rv, nil)
+		if err != nil {
+			return
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			_ = resp.Body.Close()
+			continue
+		}
+		once()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 1<<20), 64<<20)
+		needle := []byte(`"name":"` + marker + `"`)
+		for sc.Scan() {
+			if bytes.Contains(sc.Bytes(), needle) {
+				select {
+				case seen <- time.Now():
+				default:
+				}
+			}
+		}
+		_ = resp.Body.Close()
+	}
+}
+
+// listResourceVersion finds a list's resourceVersion in its first bytes:
+// the server writes the list's metadata before its items.
+var listResourceVersion = regexp.MustCompile(`"resourceVersion":"([0-9]+)"`)
+
+// rawList reads a LIST at resourceVersion 0 to its end and returns its
+// resourceVersion.
+func rawList(ctx context.Context, hc *http.Client, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?resourceVersion=0", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	head := make([]byte, 4096)
+	k, _ := io.ReadFull(resp.Body, head)
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("list: %s", resp.Status)
+	}
+	m := listResourceVersion.FindSubmatch(head[:k])
+	if m == nil {
+		return "", fmt.Errorf("list: no resourceVersion in %q", head[:min(k, 200)])
+	}
+	return string(m[1]), nil
+}
+
 // many429 counts 429 answers.
 type many429 struct{ count atomic.Int64 }
 
@@ -581,7 +638,6 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 			r.BaselineValue = get(kcp)
 			r.Baseline = "kcp's cache-server: " + format(get(kcp))
 			r.Ratio = ratio(r.CacheValue, r.BaselineValue)
-			r.RatioMeaning = "ours ÷ kcp's"
 		}
 		rep.add(r)
 	}
