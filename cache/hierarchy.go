@@ -62,7 +62,39 @@ const (
 	// returns a HomeRevisionAnswer covering every write the cache had
 	// acknowledged when the request arrived.
 	RevisionPath = "/kcp-cache/revision"
+
+	// HomesPath answers a cache's table of home claims: GET
+	// HomesPath[?shard=<shard>] returns a HomesAnswer. A shard's home is a
+	// claim (shard, home cache, generation), never inferred from data: see
+	// docs/regions.md.
+	HomesPath = "/kcp-cache/homes"
 )
+
+// HomesAnswer is the body of a HomesPath answer.
+type HomesAnswer struct {
+	// Cache and Epoch name the answering cache and its epoch.
+	Cache string `json:"cache"`
+	Epoch string `json:"epoch"`
+	// Claims are the claims the cache knows: the ones it holds and the
+	// ones it learnt from its peers, the highest generation per shard.
+	Claims []HomeClaim `json:"claims"`
+	// Claiming are shards this cache is claiming at this moment (it asked
+	// its peers and has not decided yet): an asker must not claim them.
+	Claiming []string `json:"claiming,omitempty"`
+}
+
+// HomeClaim says that Home is the home of Shard, at Generation: a claim with
+// a higher generation replaces one with a lower; two claims of the same
+// generation naming different homes are a conflict.
+type HomeClaim struct {
+	Shard      string `json:"shard"`
+	Home       string `json:"home"`
+	Generation int64  `json:"generation"`
+	// Held says the answering cache is Home.
+	Held bool `json:"held,omitempty"`
+	// ConflictsWith names another home claimed at the same generation.
+	ConflictsWith string `json:"conflictsWith,omitempty"`
+}
 
 // PeerUser is the user name cache authenticates as at its peers.
 func PeerUser(cache string) string { return PeerUserPrefix + cache }

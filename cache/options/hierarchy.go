@@ -34,9 +34,9 @@ type HierarchyOptions struct {
 	// FreshnessWait bounds how long a consistent read of a mirrored
 	// partition waits for the mirror to catch up with the home.
 	FreshnessWait time.Duration
-	// AdoptShards are shards whose home moves to this cache: it stops
-	// mirroring them and accepts their writes; their old home, seeing
-	// them written here, turns into a mirror of them.
+	// AdoptShards are shards whose home moves to this cache: it claims
+	// them at a higher generation (once) and accepts their writes; their
+	// old home, reading the higher claim, turns into a mirror of them.
 	AdoptShards []string
 }
 
@@ -54,7 +54,7 @@ func (o *HierarchyOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PeersKubeconfig, "peers-kubeconfig", o.PeersKubeconfig,
 		"A kubeconfig in which every context is a peer cache to mirror, named by the context's name; combines with --peer.")
 	fs.StringSliceVar(&o.AdoptShards, "adopt-shard", o.AdoptShards,
-		"Shards whose home moves to this cache (repeatable): it stops mirroring them from their old home and accepts their writes; the shard then pushes its partition here in full, and the old home, seeing the shard's objects here, mirrors them from this cache.")
+		"Shards whose home moves to this cache (repeatable): it claims them with a generation above any it or a reachable peer knows (once per cache and shard: a restart with the same flag does not claim again) and accepts their writes; the shard then pushes its partition here in full, and the old home, reading the higher claim, gives the shard up and mirrors it from this cache. Also resolves a conflict (two claims of one generation).")
 	fs.DurationVar(&o.FreshnessWait, "freshness-wait", o.FreshnessWait,
 		"How long a consistent read (no resourceVersion) of a partition whose home is a peer waits for this cache's mirror to reach the home's revision before it is answered 503.")
 }

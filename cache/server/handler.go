@@ -25,7 +25,11 @@ type handlerChain struct {
 	// mirror and cacheName place the cache in a hierarchy; nil and "" for
 	// a cache on its own.
 	mirror    *mirror.Mirror
+	homes     *mirror.Homes
 	cacheName string
+	// localRevision reads the local etcd's revision (header.go of the
+	// mirror); nil without an etcd client.
+	localRevision mirror.LocalRevision
 	// homeRevisions answers this cache's own revisions for the
 	// home-revision header of the partitions whose home it is.
 	homeRevisions mirror.LocalRevisions
@@ -45,8 +49,8 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 		CheckCRDDeletion:    removal.NewCRDDeletion(h.bootstrapped, gc.LoopbackClientConfig).Check,
 	}
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
-	if h.mirror != nil {
-		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Local: h.homeRevisions, Codecs: apiextensionsapiserver.Codecs})
+	if h.homes != nil {
+		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Local: h.homeRevisions, Homes: h.homes, LocalRevision: h.localRevision, Codecs: apiextensionsapiserver.Codecs})
 	}
 	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)

@@ -3,6 +3,10 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -33,7 +37,7 @@ func hierarchyConfig(o *options.HierarchyOptions) (HierarchyConfig, error) {
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
 // pass the same storage, admission and watch cache as every other write.
-func newMirror(c HierarchyConfig, loopback *rest.Config, plane *dataplane.Registry) (*mirror.Mirror, error) {
+func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, plane *dataplane.Registry) (*mirror.Mirror, error) {
 	if len(c.Peers) == 0 {
 		return nil, nil
 	}
@@ -42,7 +46,7 @@ func newMirror(c HierarchyConfig, loopback *rest.Config, plane *dataplane.Regist
 		Peers:         c.Peers,
 		Local:         loopback,
 		FreshnessWait: c.FreshnessWait,
-		Adopted:       c.AdoptShards,
+		Homes:         homes,
 		Resources: func() []schema.GroupVersionResource {
 			var out []schema.GroupVersionResource
 			for _, r := range plane.Resources() {
@@ -56,8 +60,59 @@ func newMirror(c HierarchyConfig, loopback *rest.Config, plane *dataplane.Regist
 	})
 }
 
-// runMirror is the mirror's loop; a cache without peers has none.
+// newHomes builds and loads the table of home claims of a named cache; nil
+// for a cache without a name (it is in no hierarchy). The claims persist in
+// the cache's etcd, next to its epoch marker, so that a restart keeps them.
+func newHomes(ctx context.Context, c HierarchyConfig, etcdClient *clientv3.Client, prefix string, epoch func() string) (*mirror.Homes, error) {
+	if c.Name == "" {
+		return nil, nil
+	}
+	cfg := mirror.HomesConfig{Self: c.Name, Epoch: epoch, Peers: c.Peers, Wait: c.FreshnessWait, Adopt: c.AdoptShards}
+	if etcdClient != nil {
+		cfg.Store = etcdClaimStore{client: etcdClient, key: mirror.HomesKey(prefix)}
+	}
+	h, err := mirror.NewHomes(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Load(ctx); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// etcdClaimStore keeps the claims in one etcd key.
+type etcdClaimStore struct {
+	client *clientv3.Client
+	key    string
+}
+
+func (s etcdClaimStore) Load(ctx context.Context) ([]byte, error) {
+	resp, err := s.client.Get(ctx, s.key)
+	if err != nil {
+		return nil, fmt.Errorf("reading the home claims: %w", err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+func (s etcdClaimStore) Save(ctx context.Context, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.client.Put(ctx, s.key, string(data))
+	return err
+}
+
+// runMirror runs the claims' loop (adoption, the peers' tables) and the
+// mirror's; a cache without a name has neither, one without peers no mirror.
 func (s *Server) runMirror(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.homes != nil {
+		wg.Go(func() { s.homes.Run(ctx) })
+	}
 	if s.mirror != nil {
 		s.mirror.Run(ctx)
 	}
@@ -82,8 +137,27 @@ func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions 
 func (s *Server) serveHomeRevisions(c CompletedConfig) {
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
 		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
+	if s.homes != nil {
+		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
+	}
 }
 
 // cacheName is the cache's name in a hierarchy (--cache-name); "" for a
 // cache without one.
 func cacheName(c CompletedConfig) string { return c.extra.Hierarchy.Name }
+
+// localRevision reads the local etcd's current revision (a count-only read
+// of the claims' key); nil without a client.
+func localRevision(etcdClient *clientv3.Client, prefix string) mirror.LocalRevision {
+	if etcdClient == nil {
+		return nil
+	}
+	key := mirror.HomesKey(prefix)
+	return func(ctx context.Context) (int64, error) {
+		resp, err := etcdClient.Get(ctx, key, clientv3.WithCountOnly())
+		if err != nil {
+			return 0, err
+		}
+		return resp.Header.Revision, nil
+	}
+}

@@ -50,7 +50,10 @@ type Server struct {
 	// partition's data, which mirrors of this cache ask for (hierarchy.go).
 	homeRevisions *homerevision.Tracker
 	// mirror pulls the partitions whose home is a peer; nil without peers.
-	mirror      *mirror.Mirror
+	mirror *mirror.Mirror
+	// homes is the table of home claims of a named cache; nil without a
+	// name.
+	homes       *mirror.Homes
 	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
 	hostShardConfig *rest.Config
@@ -124,13 +127,17 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
 		Lists:               c.extra.Lists,
 	})
-	if s.mirror, err = newMirror(c.extra.Hierarchy, generic.LoopbackClientConfig, s.plane); err != nil {
+	if s.homes, err = newHomes(ctx, c.extra.Hierarchy, s.etcdClient, c.derived.storage.Prefix, s.epoch.Epoch); err != nil {
+		s.plane.Destroy()
+		return nil, err
+	}
+	if s.mirror, err = newMirror(c.extra.Hierarchy, s.homes, generic.LoopbackClientConfig, s.plane); err != nil {
 		s.plane.Destroy()
 		return nil, err
 	}
 	generic.BuildHandlerChainFunc = handlerChain{
 		plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay,
-		mirror: s.mirror, cacheName: c.extra.Hierarchy.Name, homeRevisions: s.homeRevisions,
+		mirror: s.mirror, homes: s.homes, localRevision: localRevision(s.etcdClient, c.derived.storage.Prefix), cacheName: c.extra.Hierarchy.Name, homeRevisions: s.homeRevisions,
 	}.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())
 	if err != nil {

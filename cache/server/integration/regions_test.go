@@ -54,6 +54,13 @@ func startRegions(t *testing.T, ctx context.Context, names ...string) map[string
 // via(from, to, address) instead of its address, when via is set.
 func startRegionsVia(t *testing.T, ctx context.Context, via func(from, to, host string) string, names ...string) map[string]*region {
 	t.Helper()
+	return startRegionsWith(t, ctx, via, nil, names...)
+}
+
+// startRegionsWith is startRegionsVia where cache from peers with cache to
+// only when peers(from, to) says so, when peers is set.
+func startRegionsWith(t *testing.T, ctx context.Context, via func(from, to, host string) string, peersWith func(from, to string) bool, names ...string) map[string]*region {
+	t.Helper()
 	regions := map[string]*region{}
 	for _, name := range names {
 		port, err := ports.Reserve()
@@ -87,7 +94,7 @@ func startRegionsVia(t *testing.T, ctx context.Context, via func(from, to, host 
 	for _, r := range regions {
 		var peers []string
 		for _, p := range regions {
-			if p == r {
+			if p == r || (peersWith != nil && !peersWith(r.name, p.name)) {
 				continue
 			}
 			cfg := rest.AnonymousClientConfig(p.srv.Config())
@@ -712,4 +719,16 @@ func TestShardMovesHome(t *testing.T) {
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("the shard writing at its old home: got %v, want 403", err)
 	}
+	// The move is a claim of a higher generation; the flag acts once: a
+	// restart with it does not claim again.
+	if err := c.srv.Restart(ctx, func(o *cachetest.Options) { o.Flags = c.opts.Flags }); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*region{a, c} {
+		ans, err := r.homesTable(ctx, t, "s")
+		if err != nil || len(ans.Claims) != 1 || ans.Claims[0].Home != "c" || ans.Claims[0].Generation != 2 {
+			t.Fatalf("%s's claims of s after the move and a restart with the same --adopt-shard: %+v, %v; want c at generation 2", r.name, ans.Claims, err)
+		}
+	}
+	expect(a, "one=2@c", "two=1@c")
 }

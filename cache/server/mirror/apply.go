@@ -58,16 +58,24 @@ func (s *stream) desiredCopy(u *unstructured.Unstructured) *unstructured.Unstruc
 }
 
 // converge makes the copies of this type whose home is the peer exactly the
-// peer's home objects in items.
+// peer's home objects in items. Only the shards whose claim the peer holds
+// are taken (homes.go); a shard whose claim is unknown here is asked of the
+// peer first, so that nothing the peer holds as home is skipped silently.
 func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured) error {
 	want := map[copyKey]*unstructured.Unstructured{}
+	present := map[copyKey]bool{}
 	for i := range items {
 		u := &items[i]
-		if k := keyOf(u); isHomeObject(u) && !s.m.adopted[k.shard] {
+		present[keyOf(u)] = true
+		if !isHomeObject(u) {
+			continue
+		}
+		k := keyOf(u)
+		if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
+			return err
+		}
+		if home, ok := s.m.homeOf(k.shard); ok && home == s.peer.name {
 			want[k] = u
-			// Before the local objects are read: a shard written at the
-			// peer is homed there, even if it was homed here (moving.go).
-			s.m.setHome(ctx, k.shard, s.peer.name)
 		}
 	}
 	localList, err := s.m.local.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr).List(ctx, metav1.ListOptions{})
@@ -80,19 +88,21 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 		u := &localList.Items[i]
 		a := u.GetAnnotations()
 		shard := a[kcpcache.AnnotationShard]
+		home, followed := s.m.homeOf(shard)
 		if isHomeObject(u) {
-			// Written here by its shard: this cache is its home, unless
-			// the shard has moved to the peer since (then the object is
-			// the peer's to replace or delete). Learnt at start, so that a
-			// consistent read of a shard that has not written since does
-			// not depend on every peer answering.
-			s.m.setHomeIfUnknown(ctx, shard, s.m.cfg.Self)
-			if home, _ := s.m.HomeOf(shard); home == s.peer.name {
+			// Written here by its shard while this cache held its claim.
+			// Only an explicit move of the shard's home to the peer (a
+			// claim of a higher generation, moving.go) makes these objects
+			// the peer's to replace or delete.
+			if followed && home == s.peer.name {
 				have[keyOf(u)] = u
 			}
 			continue
 		}
-		if a[kcpcache.AnnotationHome] != s.peer.name || s.m.adopted[shard] {
+		// A copy of the peer's: kept as it is while its shard's claim is
+		// unknown or in conflict, and while the shard's home is this cache
+		// (adopted: the shard's own push replaces the copies).
+		if a[kcpcache.AnnotationHome] != s.peer.name || !followed || home == s.m.cfg.Self {
 			continue
 		}
 		have[keyOf(u)] = u
@@ -109,7 +119,6 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 		}
 		existing, ok := have[k]
 		if ok && sameContent(existing, s.desiredCopy(u)) {
-			s.m.setHome(ctx, k.shard, s.peer.name)
 			continue
 		}
 		if err := s.applyPeerObject(ctx, u, !ok); err != nil {
@@ -118,6 +127,14 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 	}
 	for k, u := range have {
 		if _, ok := want[k]; ok || s.peer.holds.isHeld(k.shard) {
+			continue
+		}
+		// A copy of a shard homed at the peer that the peer no longer
+		// holds, an object of a shard that moved to the peer, or a copy of
+		// a shard that moved from the peer to another cache, once the peer
+		// no longer holds it at all (the new home's stream brings its own).
+		home, ok := s.m.homeOf(k.shard)
+		if !ok || (home != s.peer.name && (isHomeObject(u) || present[k])) {
 			continue
 		}
 		if err := s.deleteCopy(ctx, k, u.GetUID()); err != nil {
@@ -137,11 +154,17 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 // spares a new object the round trip of an update answered NotFound.
 func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew bool) error {
 	k := keyOf(u)
-	if s.peer.holds.isHeld(k.shard) || s.m.adopted[k.shard] {
+	if s.peer.holds.isHeld(k.shard) {
 		return nil
 	}
 	if !isHomeObject(u) {
 		if u.GetAnnotations()[kcpcache.AnnotationHome] == s.m.cfg.Self || k.shard == "" {
+			return nil
+		}
+		// The peer holds the object as a copy now: the shard's home moved
+		// away from the peer. Only then are the copies from the peer
+		// deleted (the new home's stream brings its own).
+		if home, ok := s.m.homeOf(k.shard); !ok || home == s.peer.name || home == s.m.cfg.Self {
 			return nil
 		}
 		// Only copies whose home is the peer are ours to delete.
@@ -156,7 +179,14 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		}
 		return s.deleteCopy(ctx, k, existing.GetUID())
 	}
-	s.m.setHome(ctx, k.shard, s.peer.name)
+	if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
+		return err
+	}
+	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.name {
+		// Not the peer's shard by the claims (another home, a conflict):
+		// the peer's object is not taken.
+		return nil
+	}
 	desired := s.desiredCopy(u)
 	r := s.partitionClient(k)
 	if isNew {
@@ -199,7 +229,11 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 
 // applyPeerDeletion deletes the copy of an object the peer deleted.
 func (s *stream) applyPeerDeletion(ctx context.Context, u *unstructured.Unstructured) error {
-	if k := keyOf(u); !isHomeObject(u) || s.peer.holds.isHeld(k.shard) || s.m.adopted[k.shard] {
+	k := keyOf(u)
+	if !isHomeObject(u) || s.peer.holds.isHeld(k.shard) {
+		return nil
+	}
+	if home, ok := s.m.homeOf(k.shard); !ok || home == s.m.cfg.Self {
 		return nil
 	}
 	return s.deleteCopy(ctx, keyOf(u), u.GetUID())

@@ -4,10 +4,16 @@
 // them too, so that a region whose cache is lost still has every partition
 // readable elsewhere.
 //
+// Whose partition is whose: a shard's home is a claim (shard, home,
+// generation) that caches persist and learn from each other's tables, never
+// from data (homes.go). Writes into a partition are admitted only where
+// the claim names this cache.
+//
 // What is mirrored: for each peer and each type this cache serves, one
 // stream lists and then watches the peer's wildcard (every shard, every
 // cluster) and applies, in the peer's order, every object the peer holds
-// without kcpcache.AnnotationHome: the ones written there by their shard.
+// without kcpcache.AnnotationHome (the ones written there by their shard)
+// of the shards whose claim the peer holds.
 // Copies the peer itself mirrors are skipped, so a partition is only ever
 // taken from its home and never back to it, and a mesh in which every cache
 // peers with every other (a cycle) cannot echo. A copy here keeps the

@@ -29,15 +29,22 @@ type ServingConfig struct {
 	Epoch func() string
 	// Local answers this cache's own revisions, for the home-revision
 	// header of the partitions whose home it is; nil sends none.
-	Local  LocalRevisions
+	Local LocalRevisions
+	// LocalRevision reads the local storage's revision, so that a stale
+	// read is served at least as new as its home-revision header says
+	// (header.go); nil serves it as asked.
+	LocalRevision LocalRevision
+	// Homes is the cache's table of home claims: writes into a partition
+	// are admitted by it.
+	Homes  *Homes
 	Codecs runtime.NegotiatedSerializer
 }
 
 // WithHierarchy serves a cache's part in a hierarchy, around the data
 // plane (after authentication, authorization and request info):
-//   - a shard writes only at its home: a shard whose home is a peer is
-//     refused with 403 here, and a shard that writes here makes this cache
-//     its home;
+//   - a write into a shard's partition, by any client, is admitted only
+//     where the shard's home claim names this cache (Homes.Admit): 403
+//     naming the home elsewhere, 503 when this cache cannot tell;
 //   - a consistent read (no resourceVersion) of data whose home is a peer
 //     is confirmed with the home first (Mirror.Confirm), or refused with 503
 //     ServiceUnavailable, one cause per home that could not confirm it;
@@ -45,7 +52,8 @@ type ServingConfig struct {
 //     local copy at once, with the homes' revisions it reflects and their
 //     age in response headers.
 //
-// m may be nil (no peers): then only this cache's own revisions are sent.
+// m may be nil (no peers): then only writes are checked, against the
+// claims.
 func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
@@ -58,16 +66,16 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
 		switch info.Verb {
 		case "create", "update", "patch", "delete", "deletecollection":
-			if m != nil && !m.admitWrite(w, req, scope, cfg.Codecs) {
+			if cfg.Homes != nil && !admitWrite(w, req, scope, cfg.Homes, cfg.Codecs) {
 				return
 			}
 		case "get", "list", "watch":
-			if exemptFromChecks(req) {
+			if m == nil || exemptFromChecks(req) {
 				break
 			}
 			consistent := req.URL.Query().Get("resourceVersion") == ""
 			var entries []kcpcache.HomeRevision
-			if m != nil {
+			{
 				if consistent {
 					confirmed, failed := m.Confirm(ctx, scope.Shard, gr)
 					if len(failed) > 0 {
@@ -83,6 +91,9 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 					entries = stale
 					if len(ages) > 0 {
 						w.Header().Set(kcpcache.FreshnessAgeHeader, FormatAges(ages))
+					}
+					if len(entries) > 0 && info.Verb != "watch" {
+						entries = m.coverStaleRead(req, entries, cfg.LocalRevision)
 					}
 				}
 			}
@@ -115,6 +126,24 @@ func exemptFromChecks(req *http.Request) bool {
 	return u.GetName() == user.APIServerUser
 }
 
+// coverStaleRead makes the stale read req serve at least every write its
+// header entries count, and returns the entries to send: none for a read
+// at an exact resourceVersion, or when the local revision cannot be read.
+func (m *Mirror) coverStaleRead(req *http.Request, entries []kcpcache.HomeRevision, current LocalRevision) []kcpcache.HomeRevision {
+	if current == nil {
+		return entries
+	}
+	rev, err := m.coveringRevision(req.Context(), current)
+	if err != nil {
+		klog.FromContext(req.Context()).V(2).Info("Serving a stale read without its home-revision header: the local revision is unknown", "err", err)
+		return nil
+	}
+	if !serveNotOlderThan(req, rev) {
+		return nil
+	}
+	return entries
+}
+
 // isHomeHere reports whether a read of shard may cover data whose home is
 // this cache: the wildcard, a shard homed here, or one nobody is known to
 // be the home of. A nil mirror (no peers) is the home of everything.
@@ -122,26 +151,24 @@ func (m *Mirror) isHomeHere(shard string) bool {
 	if m == nil || shard == kcpcache.Wildcard {
 		return true
 	}
-	home, ok := m.HomeOf(shard)
-	return !ok || home == m.cfg.Self
+	c, _, ok := m.homes.Lookup(shard)
+	return !ok || c.Home == m.cfg.Self
 }
 
-// admitWrite refuses a shard's write to its partition here when its home
-// is a peer, and otherwise records this cache as its home.
-func (m *Mirror) admitWrite(w http.ResponseWriter, req *http.Request, scope kcpcache.Scope, codecs runtime.NegotiatedSerializer) bool {
-	u, ok := request.UserFrom(req.Context())
-	if !ok {
+// admitWrite admits a write into a shard's partition by the claims. Only
+// the server's own writes are exempt: the mirror's copies, over loopback
+// as user.APIServerUser (the purger writes to etcd directly).
+func admitWrite(w http.ResponseWriter, req *http.Request, scope kcpcache.Scope, homes *Homes, codecs runtime.NegotiatedSerializer) bool {
+	if u, ok := request.UserFrom(req.Context()); ok && u.GetName() == user.APIServerUser {
 		return true
 	}
-	shard, isShard := kcpcache.ShardFromUser(u.GetName())
-	if !isShard || shard != scope.Shard {
+	if scope.Shard == kcpcache.Wildcard {
 		return true
 	}
-	if home, ok := m.HomeOf(shard); ok && home != m.cfg.Self {
-		err := apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("the home of shard %q is the cache %q: the shard writes there, and this cache mirrors it", shard, home))
+	if err := homes.Admit(req.Context(), scope.Shard); err != nil {
+		klog.FromContext(req.Context()).V(2).Info("Refusing a write into a partition this cache is not the home of", "shard", scope.Shard, "code", err.ErrStatus.Code, "reason", err.ErrStatus.Message)
 		responsewriters.ErrorNegotiated(err, codecs, schema.GroupVersion{}, w, req)
 		return false
 	}
-	m.RecordLocalWrite(req.Context(), shard)
 	return true
 }

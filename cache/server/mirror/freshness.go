@@ -48,6 +48,10 @@ func (e *NotFresh) Error() string {
 	switch e.Reason {
 	case ReasonHomeRestored:
 		return fmt.Sprintf("%s: the home cache %q changed epoch (restored or lost its data); the copy here is held until the shard converges there again", what, e.Home)
+	case ReasonHomeConflict:
+		return fmt.Sprintf("%s: two home claims of the same generation: %v; resolve with --adopt-shard at the cache that should be its home", what, e.Err)
+	case ReasonHomeNotPeered:
+		return fmt.Sprintf("%s: its home is the cache %q, which is not a peer of this cache: this cache holds no copy it can vouch for (peer every cache with every home it should serve)", what, e.Home)
 	case ReasonHomeUnreachable:
 		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
 	default:
@@ -90,14 +94,37 @@ func (p *peer) askRevision(ctx context.Context, shard string, gr schema.GroupRes
 // homesOf returns the peers a read of shard must be confirmed with: its
 // home if that is a peer, none if it is this cache, every peer if the
 // shard's home is not known (it may have data at any of them) or for the
-// wildcard.
-func (m *Mirror) homesOf(shard string) []*peer {
+// wildcard. It also returns the refusals the claims alone decide: a shard
+// in conflict, or homed at a cache that is neither this one nor a peer (a
+// chain: this cache holds no copy it could vouch for; relaying is not
+// built).
+func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
+	var refused []*NotFresh
+	refuse := func(c kcpcache.HomeClaim, conflict string) bool {
+		switch {
+		case conflict != "":
+			refused = append(refused, &NotFresh{Reason: ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
+			return true
+		case c.Home != m.cfg.Self && m.peers[c.Home] == nil:
+			refused = append(refused, &NotFresh{Reason: ReasonHomeNotPeered, Home: c.Home, Shard: c.Shard})
+			return true
+		}
+		return false
+	}
 	if shard != kcpcache.Wildcard {
-		if home, ok := m.HomeOf(shard); ok {
-			if p, ok := m.peers[home]; ok {
-				return []*peer{p}
+		if c, conflict, ok := m.homes.Lookup(shard); ok {
+			if refuse(c, conflict) {
+				return nil, refused
 			}
-			return nil
+			if p, ok := m.peers[c.Home]; ok {
+				return []*peer{p}, nil
+			}
+			return nil, nil
+		}
+	} else {
+		claims, conflicts := m.homes.known()
+		for _, c := range claims {
+			refuse(c, conflicts[c.Shard])
 		}
 	}
 	out := make([]*peer, 0, len(m.peers))
@@ -105,7 +132,7 @@ func (m *Mirror) homesOf(shard string) []*peer {
 		out = append(out, p)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
-	return out
+	return out, refused
 }
 
 // Confirm confirms a consistent read of shard's data of gr: for each home
@@ -113,7 +140,24 @@ func (m *Mirror) homesOf(shard string) []*peer {
 // freshness wait, until the mirror has applied it. It returns the revision
 // of each home the answer will reflect, or why it cannot confirm them.
 func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResource) ([]kcpcache.HomeRevision, []*NotFresh) {
-	homes := m.homesOf(shard)
+	// The claims are learnt from the peers' tables every few seconds; a
+	// consistent read must not miss a shard claimed since. So a read of
+	// the wildcard, or of a shard whose claim is not known, asks the peers
+	// first (a peer that cannot answer is refused below anyway).
+	if _, _, known := m.homes.Lookup(shard); shard == kcpcache.Wildcard || !known {
+		q := shard
+		if shard == kcpcache.Wildcard {
+			q = ""
+		}
+		m.homes.askPeers(ctx, q, "")
+	}
+	homes, refused := m.homesOf(shard)
+	if len(refused) > 0 {
+		for _, nf := range refused {
+			freshnessChecks.WithLabelValues(nf.Home, nf.Reason).Inc()
+		}
+		return nil, refused
+	}
 	if len(homes) == 0 {
 		return nil, nil
 	}
@@ -161,9 +205,28 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 		nf.Reason, nf.Want = ReasonMirrorBehind, ans.Revision
 		return kcpcache.HomeRevision{}, nf
 	}
+	held := func() bool {
+		return shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard)
+	}
+	if _, epoch, _ := s.state(); epoch != "" && epoch != ans.Epoch {
+		// The home answers in another epoch than the copies here came
+		// from: it lost or went back in its data. Hold before anything
+		// is confirmed against the new epoch (restored.go).
+		p.holdHome(ctx, m, ans.Epoch)
+		if held() {
+			nf.Reason = ReasonHomeRestored
+			return kcpcache.HomeRevision{}, nf
+		}
+	}
 	applied, ok := s.waitApplied(ctx, ans.Revision, ans.Epoch)
 	if !ok {
 		nf.Reason, nf.Want, nf.Have = ReasonMirrorBehind, ans.Revision, applied
+		return kcpcache.HomeRevision{}, nf
+	}
+	// The stream may have listed in a new epoch of the home while this
+	// read waited, and held the partition then: the wait proves nothing.
+	if held() {
+		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
 	}
 	s.confirm()
@@ -177,7 +240,8 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRevision, map[string]time.Duration) {
 	var entries []kcpcache.HomeRevision
 	ages := map[string]time.Duration{}
-	for _, p := range m.homesOf(shard) {
+	homes, _ := m.homesOf(shard)
+	for _, p := range homes {
 		s := p.stream(gr)
 		if s == nil {
 			continue
@@ -186,8 +250,13 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 		if at.IsZero() {
 			continue
 		}
-		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})
 		ages[p.name] = time.Since(at)
+		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() {
+			// A held copy is older than what the stream has seen of the
+			// home's new epoch: no revision of it would be true.
+			continue
+		}
+		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})
 	}
 	return entries, ages
 }

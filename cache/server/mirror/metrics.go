@@ -55,6 +55,12 @@ var (
 		Help:           "Partitions whose copies are held because their home changed epoch, until their shard converges there again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer"})
+	homeConflicts = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Name:           "home_conflicts",
+		Help:           "Shards two caches claim at the same generation, as this cache knows them: writes and consistent reads of them are refused until the operator resolves the conflict with --adopt-shard.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	confirmedAge = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
@@ -65,5 +71,5 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge)
+	legacyregistry.MustRegister(heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge, homeConflicts)
 }

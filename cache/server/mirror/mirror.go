@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,8 +46,9 @@ type Config struct {
 	// TypeInterval is how often new types are picked up; zero means ten
 	// seconds.
 	TypeInterval time.Duration
-	// Adopted are shards whose home moves to this cache (moving.go).
-	Adopted []string
+	// Homes is the cache's table of home claims: a peer's objects of a
+	// shard are mirrored only when the peer holds the shard's claim.
+	Homes *Homes
 }
 
 // Mirror pulls the partitions whose home is a peer, and knows how fresh its
@@ -55,14 +57,15 @@ type Mirror struct {
 	cfg   Config
 	local *client.ClusterClient
 	peers map[string]*peer
+	homes *Homes
 
-	// homes maps a shard to the cache that is its home, as learnt from the
-	// data: a shard seen in a peer's own objects is homed there, a shard
-	// that wrote here is homed here.
-	homesMu sync.RWMutex
-	homes   map[string]string
-	// adopted are the shards whose home moved here; no peer is their home.
-	adopted map[string]bool
+	// stateVersion counts the changes of every stream's state (what the
+	// home-revision header is made from); localRev caches a local
+	// revision that covers every write applied up to a state (header.go).
+	stateVersion atomic.Int64
+	localRevMu   sync.Mutex
+	localRevAt   int64
+	localRev     int64
 }
 
 // peer is one peer and its streams.
@@ -88,8 +91,8 @@ func New(cfg Config) (*Mirror, error) {
 	if err := kcpcache.ValidateCacheName(cfg.Self); err != nil {
 		return nil, err
 	}
-	if cfg.Local == nil || cfg.Resources == nil {
-		return nil, errors.New("mirror: a local client config and the served resources are required")
+	if cfg.Local == nil || cfg.Resources == nil || cfg.Homes == nil {
+		return nil, errors.New("mirror: a local client config and the served resources and the home claims are required")
 	}
 	if cfg.FreshnessWait <= 0 {
 		return nil, errors.New("mirror: the freshness wait must be positive")
@@ -105,11 +108,7 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: map[string]string{}, adopted: map[string]bool{}}
-	for _, s := range cfg.Adopted {
-		m.adopted[s] = true
-		m.homes[s] = cfg.Self
-	}
+	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: cfg.Homes}
 	for _, p := range cfg.Peers {
 		if p.Name == cfg.Self {
 			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
@@ -141,6 +140,9 @@ func New(cfg Config) (*Mirror, error) {
 			relist:      make(chan struct{}),
 		}
 	}
+	m.homes.mu.Lock()
+	m.homes.onChange = m.homeChanged
+	m.homes.mu.Unlock()
 	return m, nil
 }
 
@@ -205,55 +207,30 @@ func (p *peer) stream(gr schema.GroupResource) *stream {
 	return p.streams[gr]
 }
 
-// HomeOf returns the cache that is shard's home, as far as this cache knows.
-func (m *Mirror) HomeOf(shard string) (string, bool) {
-	m.homesMu.RLock()
-	defer m.homesMu.RUnlock()
-	h, ok := m.homes[shard]
-	return h, ok
+// homeOf returns the peer holding shard's claim, or nil; and whether the
+// shard's claim may be followed at all (known, no conflict).
+func (m *Mirror) homeOf(shard string) (home string, ok bool) {
+	c, conflict, known := m.homes.Lookup(shard)
+	if !known || conflict != "" {
+		return "", false
+	}
+	return c.Home, true
 }
 
-// setHome records that home is shard's home. A change of home is logged:
-// it is either a hand-over or two caches that both receive the shard.
-func (m *Mirror) setHome(ctx context.Context, shard, home string) {
-	if m.adopted[shard] && home != m.cfg.Self {
+// homeChanged is told by the claims when a shard's home changed: when it
+// moved to a peer, every stream of that peer lists again, so that the
+// peer's objects of the shard are taken up (and, when the shard moved away
+// from here, this cache's own objects of it replaced: moving.go).
+func (m *Mirror) homeChanged(ctx context.Context, shard, from, to string) {
+	// A first claim needs no list: a stream asks for the claim of a shard
+	// it meets before taking its objects. A list would count every
+	// partition as changed at its revision, and make readers who saw this
+	// cache refuse a mirror that did not list.
+	if from == "" {
 		return
 	}
-	m.homesMu.RLock()
-	old, ok := m.homes[shard]
-	m.homesMu.RUnlock()
-	if ok && old == home {
-		return
+	if p, ok := m.peers[to]; ok {
+		klog.FromContext(ctx).V(2).Info("A shard's home is a peer now: listing the peer again", "shard", shard, "from", from, "to", to)
+		p.requestRelist()
 	}
-	m.homesMu.Lock()
-	m.homes[shard] = home
-	m.homesMu.Unlock()
-	if ok {
-		klog.FromContext(ctx).Info("A shard's home changed", "shard", shard, "from", old, "to", home)
-	}
-	homeInfo.WithLabelValues(shard, home).Set(1)
-	if ok {
-		homeInfo.DeleteLabelValues(shard, old)
-	}
-	if ok && old == m.cfg.Self {
-		// The shard moved from here to a peer: list that peer again, so
-		// that the objects the shard wrote here are replaced by the new
-		// home's (moving.go).
-		if p, isPeer := m.peers[home]; isPeer {
-			p.requestRelist()
-		}
-	}
-}
-
-// setHomeIfUnknown records home as shard's home unless another is known:
-// what local objects suggest yields to what peers say.
-func (m *Mirror) setHomeIfUnknown(ctx context.Context, shard, home string) {
-	if _, ok := m.HomeOf(shard); !ok {
-		m.setHome(ctx, shard, home)
-	}
-}
-
-// RecordLocalWrite records that shard wrote here: this cache is its home.
-func (m *Mirror) RecordLocalWrite(ctx context.Context, shard string) {
-	m.setHome(ctx, shard, m.cfg.Self)
 }

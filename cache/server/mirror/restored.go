@@ -50,6 +50,17 @@ type holds struct {
 	// released is closed and replaced whenever partitions are released,
 	// so that the peer's streams list again and take them up.
 	released chan struct{}
+	// generation counts releases: a stream's list taken before the last
+	// release skipped the released partitions, and does not make the
+	// stream current (stream.pendingRelease).
+	generation int64
+}
+
+// releaseGeneration returns the number of releases so far.
+func (h *holds) releaseGeneration() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.generation
 }
 
 func newHolds() *holds {
@@ -104,13 +115,12 @@ func (h *holds) hold(ctx context.Context, peer, epoch string, shards []string) {
 // shards, after the peer was found answering in epoch while copies here
 // came from another.
 func (p *peer) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...string) {
-	m.homesMu.RLock()
-	for shard, home := range m.homes {
-		if home == p.name {
-			shards = append(shards, shard)
+	claims, _ := m.homes.known()
+	for _, c := range claims {
+		if c.Home == p.name {
+			shards = append(shards, c.Shard)
 		}
 	}
-	m.homesMu.RUnlock()
 	p.holds.hold(ctx, p.name, epoch, shards)
 }
 
@@ -166,6 +176,16 @@ func (p *peer) releaseConverged(ctx context.Context) {
 		}
 		close(p.holds.released)
 		p.holds.released = make(chan struct{})
+		p.holds.generation++
+		gen := p.holds.generation
+		// The streams skipped the held partitions' events while they were
+		// held and advanced past them: until they list again, having
+		// applied a home revision proves nothing of those partitions.
+		p.mu.Lock()
+		for _, s := range p.streams {
+			s.needRelist(gen)
+		}
+		p.mu.Unlock()
 	}
 	p.holds.mu.Unlock()
 	klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.name, "shards", release, "homeEpoch", epoch)

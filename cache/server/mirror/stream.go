@@ -53,6 +53,26 @@ type stream struct {
 	// partition but less of the rest of the home.
 	listRevision int64
 	changed      map[string]int64
+	// pendingRelease is the release generation (restored.go) a list must
+	// start at or after before the stream counts as current again; 0 when
+	// none is pending.
+	pendingRelease int64
+}
+
+// releasePending reports whether the stream waits for a list after a
+// release.
+func (s *stream) releasePending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pendingRelease != 0
+}
+
+// needRelist marks the stream behind until a list started at release
+// generation gen or later.
+func (s *stream) needRelist(gen int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pendingRelease = max(s.pendingRelease, gen)
 }
 
 func newStream(m *Mirror, p *peer, gvr schema.GroupVersionResource) *stream {
@@ -79,15 +99,20 @@ func (s *stream) advance(rev int64, epoch string) {
 	}
 	close(s.advanced)
 	s.advanced = make(chan struct{})
+	s.m.stateVersion.Add(1)
 	appliedRevision.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(s.applied))
 }
 
 // listed records a list at rev: every shard's data is as of rev.
-func (s *stream) listed(rev int64) {
+func (s *stream) listed(rev, releaseGeneration int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if releaseGeneration >= s.pendingRelease {
+		s.pendingRelease = 0
+	}
 	s.listRevision = rev
 	s.changed = map[string]int64{}
+	s.m.stateVersion.Add(1)
 }
 
 // changedAt records a change of shard's data at rev.
@@ -95,6 +120,7 @@ func (s *stream) changedAt(shard string, rev int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changed[shard] = rev
+	s.m.stateVersion.Add(1)
 }
 
 // lastChange is the revision of the last change of shard's data (the
@@ -123,9 +149,9 @@ func (s *stream) confirm() {
 func (s *stream) waitApplied(ctx context.Context, rev int64, epoch string) (int64, bool) {
 	for {
 		s.mu.Lock()
-		applied, current, ch := s.applied, s.epoch, s.advanced
+		applied, current, ch, pending := s.applied, s.epoch, s.advanced, s.pendingRelease
 		s.mu.Unlock()
-		if current == epoch && applied >= rev {
+		if current == epoch && applied >= rev && pending == 0 {
 			return applied, true
 		}
 		select {
@@ -169,6 +195,7 @@ func (s *stream) run(ctx context.Context) {
 // watch ended in a way that only needs a new list (expired resourceVersion).
 func (s *stream) listAndWatch(ctx context.Context) error {
 	res := s.peer.client.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
+	releaseGeneration := s.peer.holds.releaseGeneration()
 	list, err := res.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("listing at the peer: %w", err)
@@ -182,8 +209,13 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 	if err := s.converge(ctx, list.Items); err != nil {
 		return err
 	}
-	s.listed(rev)
+	s.listed(rev, releaseGeneration)
 	s.advance(rev, epoch)
+	if s.peer.holds.releaseGeneration() != releaseGeneration {
+		// Partitions were released while this list was applied: it
+		// skipped them. List again.
+		return nil
+	}
 
 	resourceVersion := list.GetResourceVersion()
 	for ctx.Err() == nil {
@@ -258,7 +290,7 @@ func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (st
 				return last, fmt.Errorf("event resourceVersion %q is not a revision: %w", u.GetResourceVersion(), err)
 			}
 			last = u.GetResourceVersion()
-			if ev.Type != watch.Bookmark {
+			if shard := u.GetAnnotations()[kcpcache.AnnotationShard]; ev.Type != watch.Bookmark && !s.peer.holds.isHeld(shard) {
 				s.changedAt(u.GetAnnotations()[kcpcache.AnnotationShard], rev)
 			}
 			epoch, _ := s.peer.client.Epochs().Current()
