@@ -348,6 +348,12 @@ func TestRegionsHomeRestoredFromBackupNeverGoesBack(t *testing.T) {
 	if c.srv.Server().Epoch() == epochBefore {
 		t.Fatalf("c restored from a backup kept its epoch %s", epochBefore)
 	}
+	// The hold engages before the first answer in c's new epoch: the very
+	// first consistent read at a is refused, never confirmed against the
+	// restored home.
+	if got, err := namesAt(a, metav1.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("the first consistent read at a after c's restore: %v, %v; want 503 %s", got, err, mirror.ReasonHomeRestored)
+	}
 	// a notices and holds its copy: consistent reads say why...
 	cachetest.Eventually(t, "a refuses consistent reads of s-c with "+mirror.ReasonHomeRestored, func(ctx context.Context) error {
 		_, err := namesAt(a, metav1.ListOptions{})
