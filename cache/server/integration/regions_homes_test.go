@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -380,48 +381,59 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 	}
 	url := cfg.Host + kcpcache.ScopedPath(kcpcache.Scope{Shard: "s-a", Cluster: "root"}, "/apis/apis.kcp.io/v1alpha1/apiexports") + "?resourceVersion=0"
 	type seen struct{ promised, counter int64 }
-	var reads []seen
-	readerDone := make(chan error, 1)
+	var (
+		readsMu sync.Mutex
+		reads   []seen
+	)
+	// Several readers, each reading as fast as it can, to meet the window
+	// between the mirror applying a write and its watch cache having it.
+	const readers = 3
+	readerDone := make(chan error, readers)
 	writerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		for {
-			select {
-			case <-writerDone:
-				readerDone <- nil
-				return
-			default:
-			}
-			req, err := newRequest(ctx, http.MethodGet, url, nil)
-			if err != nil {
-				readerDone <- err
-				return
-			}
-			resp, err := hc.Do(req)
-			if err != nil {
-				readerDone <- err
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			_ = resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				readerDone <- fmt.Errorf("stale read at b: %s: %s", resp.Status, body)
-				return
-			}
-			entries, err := kcpcache.ParseHomeRevisions(resp.Header.Get(kcpcache.HomeRevisionHeader))
-			if err != nil || len(entries) != 1 {
-				readerDone <- fmt.Errorf("header %q: %v", resp.Header.Get(kcpcache.HomeRevisionHeader), err)
-				return
-			}
-			var list unstructured.UnstructuredList
-			if err := list.UnmarshalJSON(body); err != nil || len(list.Items) != 1 {
-				readerDone <- fmt.Errorf("body %s: %v", body, err)
-				return
-			}
-			n, _, _ := unstructured.NestedInt64(list.Items[0].Object, "spec", "n")
-			reads = append(reads, seen{entries[0].Revision, n})
+	read := func() error {
+		req, err := newRequest(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
 		}
-	}()
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("stale read at b: %s: %s", resp.Status, body)
+		}
+		entries, err := kcpcache.ParseHomeRevisions(resp.Header.Get(kcpcache.HomeRevisionHeader))
+		if err != nil || len(entries) != 1 {
+			return fmt.Errorf("header %q: %v", resp.Header.Get(kcpcache.HomeRevisionHeader), err)
+		}
+		var list unstructured.UnstructuredList
+		if err := list.UnmarshalJSON(body); err != nil || len(list.Items) != 1 {
+			return fmt.Errorf("body %s: %v", body, err)
+		}
+		n, _, _ := unstructured.NestedInt64(list.Items[0].Object, "spec", "n")
+		readsMu.Lock()
+		reads = append(reads, seen{entries[0].Revision, n})
+		readsMu.Unlock()
+		return nil
+	}
+	for range readers {
+		go func() {
+			for {
+				select {
+				case <-writerDone:
+					readerDone <- nil
+					return
+				default:
+				}
+				if err := read(); err != nil {
+					readerDone <- err
+					return
+				}
+			}
+		}()
+	}
 	// The writer's record: the home revision of each update and its counter.
 	written := map[int64]int64{}
 	rv, _ := strconv.ParseInt(obj.GetResourceVersion(), 10, 64)
@@ -439,8 +451,10 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 		written[rv] = i
 	}
 	close(writerDone)
-	if err := <-readerDone; err != nil {
-		t.Fatal(err)
+	for range readers {
+		if err := <-readerDone; err != nil {
+			t.Fatal(err)
+		}
 	}
 	// least is the counter the shard had written by home revision r.
 	least := func(r int64) int64 {
