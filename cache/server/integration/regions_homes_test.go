@@ -256,6 +256,10 @@ func TestRegionsHomeConflictKeepsBothSides(t *testing.T) {
 		if err := r.srv.Restart(ctx, func(o *cachetest.Options) { o.Flags = alone }); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Both are alone before either is written to: otherwise the second
+	// learns the first one's claim before it is cut off, and refuses.
+	for _, r := range []*region{a, b} {
 		if _, err := r.shard(t, "s-x").Create(ctx, apiExport("from-"+r.name, nil), metav1.CreateOptions{}); err != nil {
 			t.Fatalf("s-x writing at %s alone: %v", r.name, err)
 		}
