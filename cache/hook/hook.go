@@ -81,6 +81,12 @@ type Hook struct {
 	controller  *replication.Controller
 	heartbeater *heartbeater
 	heartbeats  *client.Heartbeats
+
+	// mu guards the run Start began: its cancel and the goroutine's end.
+	mu      sync.Mutex
+	stopped bool
+	cancel  context.CancelFunc
+	running sync.WaitGroup
 }
 
 // New builds the clients, the global informers and the replication
@@ -168,9 +174,19 @@ func (h *Hook) Status() *Status { return h.status }
 // Controller is the replication controller the hook runs.
 func (h *Hook) Controller() *replication.Controller { return h.controller }
 
-// Install adds the post-start hook and the status endpoint to a host server.
+// Install wires the hook into a host server as kcp wires its own
+// replication: a post-start hook starts it, a pre-shutdown hook stops it
+// (the host still serves then, so replication's last requests through the
+// host's listener are answered), and the degraded status is served at
+// StatusPath.
 func (h *Hook) Install(s *genericapiserver.GenericAPIServer) error {
 	if err := s.AddPostStartHook(Name, h.PostStartHook); err != nil {
+		return err
+	}
+	if err := s.AddPreShutdownHook(Name, func() error {
+		h.Stop()
+		return nil
+	}); err != nil {
 		return err
 	}
 	// Registered as a plain path, not through AddReadyzChecks: a cache
@@ -183,14 +199,41 @@ func (h *Hook) Install(s *genericapiserver.GenericAPIServer) error {
 // the host's readiness never waits for the cache.
 func (h *Hook) PostStartHook(hookCtx genericapiserver.PostStartHookContext) error {
 	ctx := klog.NewContext(hookCtx, klog.FromContext(hookCtx).WithName("cache-hook").WithValues("shard", h.cfg.Shard))
-	go h.Run(ctx)
+	h.Start(ctx)
 	return nil
+}
+
+// Start runs Run in a goroutine the hook owns, until ctx is done or Stop is
+// called. It does nothing after Stop, or when already started.
+func (h *Hook) Start(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped || h.cancel != nil {
+		return
+	}
+	ctx, h.cancel = context.WithCancel(ctx)
+	h.running.Go(func() { h.Run(ctx) })
+}
+
+// Stop ends what Start started and returns once all of it has returned:
+// replication, the heartbeat, the informers and the probe. It is safe to
+// call more than once, and before or without Start.
+func (h *Hook) Stop() {
+	h.mu.Lock()
+	h.stopped = true
+	cancel := h.cancel
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	h.running.Wait()
 }
 
 // Run runs the global informers, the heartbeat watcher, the replication
 // controller, the shard's own heartbeat and the health probe until ctx is
-// done. The informers and the controller retry with backoff on their own
-// while the cache is away; the heartbeat is renewed again when it returns.
+// done, and returns once every one of them has. The informers and the
+// controller retry with backoff on their own while the cache is away; the
+// heartbeat is renewed again when it returns.
 func (h *Hook) Run(ctx context.Context) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	h.global.Start(ctx)
@@ -200,11 +243,7 @@ func (h *Hook) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { h.heartbeater.run(ctx) })
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.controller.Run(ctx, h.cfg.Workers)
-	}()
+	wg.Go(func() { h.controller.Run(ctx, h.cfg.Workers) })
 
 	ticker := time.NewTicker(h.cfg.ProbeInterval)
 	defer ticker.Stop()
@@ -212,7 +251,6 @@ func (h *Hook) Run(ctx context.Context) {
 		h.probe(ctx)
 		select {
 		case <-ctx.Done():
-			<-done
 			return
 		case <-ticker.C:
 		}

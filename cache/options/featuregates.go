@@ -8,8 +8,9 @@ import (
 	"k8s.io/component-base/featuregate"
 )
 
-// defaultFeatureGates are the cache server's defaults where they differ from
-// upstream's; --feature-gates overrides them.
+// defaultFeatureGates are a standalone cache server's defaults where they
+// differ from upstream's; --feature-gates overrides them. A mounted cache
+// keeps its host's: inside kcp, kcp's.
 //
 // ListFromCacheSnapshot keeps a copy-on-write snapshot of every watch cache
 // for each event until etcd compacts (every 5 minutes), so that paginated
@@ -22,20 +23,36 @@ var defaultFeatureGates = map[string]bool{
 	string(features.ListFromCacheSnapshot): false,
 }
 
-// applyFeatureGates sets the process's feature gates: the cache server's
-// defaults, then what --feature-gates says.
-func (o *Options) applyFeatureGates() error {
+// validateFeatureGates refuses names the process's gate does not know: the
+// gate keeps an unknown name it was handed and refuses every later change
+// because of it.
+func (o *Options) validateFeatureGates() []error {
+	var errs []error
+	known := utilfeature.DefaultMutableFeatureGate.GetAll()
+	for k := range o.FeatureGates {
+		if _, ok := known[featuregate.Feature(k)]; !ok {
+			errs = append(errs, fmt.Errorf("--feature-gates: unknown feature gate %q", k))
+		}
+	}
+	return errs
+}
+
+// ApplyFeatureGates sets the feature gates of the process: the cache
+// server's defaults, then what --feature-gates says. Upstream reads its gates
+// process-wide (a watch cache reads ListFromCacheSnapshot when it is built,
+// and at every list), so no gate can be one server's alone: only the command
+// that owns the process of a standalone cache server calls this. A cache
+// mounted in a host runs with the host's gates (NewMountedConfig refuses
+// --feature-gates).
+func (o CompletedOptions) ApplyFeatureGates() error {
+	if errs := o.validateFeatureGates(); len(errs) > 0 {
+		return errs[0]
+	}
 	gates := make(map[string]bool, len(defaultFeatureGates)+len(o.FeatureGates))
 	for k, v := range defaultFeatureGates {
 		gates[k] = v
 	}
-	known := utilfeature.DefaultMutableFeatureGate.GetAll()
 	for k, v := range o.FeatureGates {
-		// Checked here: the gate keeps an unknown name it was handed and
-		// refuses every later change because of it.
-		if _, ok := known[featuregate.Feature(k)]; !ok {
-			return fmt.Errorf("--feature-gates: unknown feature gate %q", k)
-		}
 		gates[k] = v
 	}
 	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(gates); err != nil {

@@ -9,26 +9,57 @@ import (
 
 // Not parallel: feature gates belong to the process.
 func TestFeatureGates(t *testing.T) {
-	complete := func(gates map[string]bool) error {
+	snapshots := func() bool { return utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot) }
+	restore := snapshots()
+	t.Cleanup(func() {
+		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.ListFromCacheSnapshot): restore}); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.ListFromCacheSnapshot): true}); err != nil {
+		t.Fatal(err)
+	}
+	complete := func(gates map[string]bool) CompletedOptions {
 		o := NewOptions()
 		o.RootDirectory = t.TempDir()
 		o.FeatureGates = gates
-		_, err := o.Complete()
-		return err
+		c, err := o.Complete()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	if err := complete(nil); err != nil {
+
+	// Completing and validating options changes no gate: a host that
+	// mounts a cache keeps its own.
+	c := complete(nil)
+	if errs := c.Validate(); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !snapshots() {
+		t.Fatal("Complete and Validate turned ListFromCacheSnapshot off in the process")
+	}
+
+	// A standalone server's command applies the cache server's defaults...
+	if err := c.ApplyFeatureGates(); err != nil {
 		t.Fatal(err)
 	}
-	if utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot) {
-		t.Errorf("ListFromCacheSnapshot is on by default")
+	if snapshots() {
+		t.Errorf("ListFromCacheSnapshot is on after ApplyFeatureGates with the defaults")
 	}
-	if err := complete(map[string]bool{string(features.ListFromCacheSnapshot): true}); err != nil {
+	// ...and --feature-gates over them.
+	if err := complete(map[string]bool{string(features.ListFromCacheSnapshot): true}).ApplyFeatureGates(); err != nil {
 		t.Fatal(err)
 	}
-	if !utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot) {
+	if !snapshots() {
 		t.Errorf("--feature-gates=ListFromCacheSnapshot=true was not applied")
 	}
-	if err := complete(map[string]bool{"NoSuchGate": true}); err == nil {
-		t.Errorf("an unknown gate was accepted")
+
+	unknown := complete(map[string]bool{"NoSuchGate": true})
+	if errs := unknown.Validate(); len(errs) == 0 {
+		t.Errorf("Validate accepted an unknown gate")
+	}
+	if err := unknown.ApplyFeatureGates(); err == nil {
+		t.Errorf("ApplyFeatureGates accepted an unknown gate")
 	}
 }

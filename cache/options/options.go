@@ -59,8 +59,9 @@ type Options struct {
 	BootstrapTypes []string
 
 	// FeatureGates are upstream feature gates to set, over the cache
-	// server's defaults (see defaultFeatureGates). Complete applies them to
-	// the process: the options of a standalone server own its process.
+	// server's defaults (see defaultFeatureGates). Only
+	// CompletedOptions.ApplyFeatureGates sets them, in the process of a
+	// standalone server; a mounted cache keeps its host's gates.
 	FeatureGates map[string]bool
 
 	// SyntheticDelay holds every request back this long before serving it,
@@ -158,9 +159,6 @@ func (o *Options) Complete() (CompletedOptions, error) {
 		}
 	}
 	o.RootDirectory = root
-	if err := o.applyFeatureGates(); err != nil {
-		return CompletedOptions{}, err
-	}
 	if o.SecureServing.ServerCert.CertDirectory == "" {
 		o.SecureServing.ServerCert.CertDirectory = root
 	}
@@ -202,6 +200,7 @@ func (o CompletedOptions) Validate() []error {
 	if _, err := o.Types(); err != nil {
 		errs = append(errs, fmt.Errorf("--bootstrap-types: %w", err))
 	}
+	errs = append(errs, o.validateFeatureGates()...)
 	if o.SyntheticDelay < 0 {
 		errs = append(errs, fmt.Errorf("--synthetic-delay must not be negative, got %s", o.SyntheticDelay))
 	}

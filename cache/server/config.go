@@ -178,6 +178,11 @@ func NewMountedConfig(opts options.CompletedOptions, host Host) (*Config, error)
 	if host.LoopbackClientConfig == nil {
 		return nil, fmt.Errorf("a mounted cache needs the host's loopback client configuration")
 	}
+	if len(opts.FeatureGates) > 0 {
+		// Upstream's gates are the process's: setting them here would
+		// change the host's own servers too.
+		return nil, fmt.Errorf("a mounted cache runs with its host's feature gates; set them on the host, not with --feature-gates")
+	}
 	return newConfig(opts, &host)
 }
 

@@ -31,7 +31,8 @@
 //   - plane.go: what the data plane serves from the start and its
 //     readiness;
 //   - auth.go: the authenticator and authorizer unions;
-//   - mount.go: serving mounted in a host (Host, Mount, RunMounted);
+//   - mount.go: serving mounted in a host (Host, Mount; RunIn ties the
+//     cache to a host server's start and shutdown, RunMounted runs both);
 //   - kubeconfig.go: the admin client configuration and kubeconfig;
 //   - etcd.go: the one etcd client of the server's own work;
 //   - hierarchy.go: the cache's place in a hierarchy (its peers' mirror,

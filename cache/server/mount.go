@@ -19,6 +19,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -146,20 +147,99 @@ func (m *Mount) Serve(s *Server) {
 	m.handler.Store(&h)
 }
 
-// RunMounted runs host and the cache mounted in it until ctx is done. The
-// cache stops first, then the host, whose etcd the cache may share; a host
-// that fails stops the cache. It returns both Run errors.
-func RunMounted(ctx context.Context, host, mounted *Server) error {
-	cacheCtx, stopCache := context.WithCancel(ctx)
-	defer stopCache()
-	hostCtx, stopHost := context.WithCancel(context.WithoutCancel(ctx))
+// MountedHookName names the host's post-start hook that starts a mounted
+// cache and its pre-shutdown hook that stops it (see RunIn).
+const MountedHookName = "kcp-cache-mounted-server"
+
+// RunIn runs a mounted cache as part of host, as kcp runs its in-process
+// cache: the cache starts with host's post-start hooks and stops from host's
+// pre-shutdown hooks, in this order: stopFirst (the host's users of the
+// cache, such as the replication hook's Stop) return, then the cache drains
+// and stops its loops and, last, its embedded etcd. The host still serves
+// meanwhile, so every request the cache answers through the host's listener
+// is answered. A cache that fails while the host runs is logged; the host
+// keeps serving without it. When host does not run (or fails before its
+// post-start hooks), its owner calls Close.
+func (s *Server) RunIn(host *genericapiserver.GenericAPIServer, stopFirst ...func()) error {
+	_, err := s.runIn(host, stopFirst, nil)
+	return err
+}
+
+// runIn does RunIn's work; ended, when set, is called once the cache's Run
+// has returned. The function it returns closes the cache and gives its Run
+// error, nil when it never ran.
+func (s *Server) runIn(host *genericapiserver.GenericAPIServer, stopFirst []func(), ended func()) (func() error, error) {
+	prepared := s.PrepareRun()
+	var (
+		mu     sync.Mutex
+		done   chan struct{}
+		runErr error
+	)
+	if err := host.AddPostStartHook(MountedHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		d := make(chan struct{})
+		mu.Lock()
+		done = d
+		mu.Unlock()
+		logger := klog.FromContext(hookCtx)
+		go func() {
+			defer close(d)
+			// Not the hook's context: the host ends it only after its
+			// pre-shutdown hooks, which stop the cache themselves.
+			err := prepared.Run(context.WithoutCancel(hookCtx))
+			if err != nil && !errors.Is(err, ErrClosed) {
+				logger.Error(err, "The mounted cache server stopped")
+			}
+			mu.Lock()
+			runErr = err
+			mu.Unlock()
+			if ended != nil {
+				ended()
+			}
+		}()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := host.AddPreShutdownHook(MountedHookName, func() error {
+		for _, stop := range stopFirst {
+			stop()
+		}
+		s.Close()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return func() error {
+		s.Close()
+		mu.Lock()
+		d := done
+		mu.Unlock()
+		if d == nil {
+			return nil
+		}
+		<-d
+		mu.Lock()
+		defer mu.Unlock()
+		return runErr
+	}, nil
+}
+
+// RunMounted runs host and the cache mounted in it (see RunIn) until ctx is
+// done: stopFirst, then the cache, then the host, whose etcd the cache may
+// share. A cache that fails stops the host. It returns both Run errors.
+func RunMounted(ctx context.Context, host, mounted *Server, stopFirst ...func()) error {
+	hostCtx, stopHost := context.WithCancel(ctx)
 	defer stopHost()
-	hostDone := make(chan error, 1)
-	go func() {
-		hostDone <- host.PrepareRun().Run(hostCtx)
-		stopCache()
-	}()
-	cacheErr := mounted.PrepareRun().Run(cacheCtx)
-	stopHost()
-	return errors.Join(<-hostDone, cacheErr)
+	closeCache, err := mounted.runIn(host.GenericAPIServer, stopFirst, stopHost)
+	if err != nil {
+		mounted.Close()
+		return err
+	}
+	hostErr := host.PrepareRun().Run(hostCtx)
+	cacheErr := closeCache()
+	if errors.Is(cacheErr, ErrClosed) {
+		// Closed by the host's shutdown before it began to run.
+		cacheErr = nil
+	}
+	return errors.Join(hostErr, cacheErr)
 }

@@ -172,14 +172,3 @@ replace (
 	k8s.io/sample-controller => github.com/kcp-dev/kubernetes/staging/src/k8s.io/sample-controller v0.0.0-20260602065202-e006560fc76a
 	k8s.io/streaming => github.com/kcp-dev/kubernetes/staging/src/k8s.io/streaming v0.0.0-20260602065202-e006560fc76a
 )
-
-// kcp stages these modules in its own tree and replaces them with local paths; the module
-// proxy reachable here does not serve them (403), so they (and code-generator, required by
-// client-go's go.mod) come from a kcp source tree linked at
-// ./kcp-src (check.sh makes the link).
-replace (
-	github.com/kcp-dev/apimachinery/v2 => ./kcp-src/staging/src/github.com/kcp-dev/apimachinery
-	github.com/kcp-dev/client-go => ./kcp-src/staging/src/github.com/kcp-dev/client-go
-	// required by client-go's go.mod, not built
-	github.com/kcp-dev/code-generator/v3 => ./kcp-src/staging/src/github.com/kcp-dev/code-generator
-)

@@ -56,6 +56,12 @@ type Options struct {
 	Mounted bool
 	// HostShard names the host's shard. Empty: DefaultHostShard.
 	HostShard string
+	// WireHost, when set with Mounted, is called at every start once the
+	// host and the mounted cache are built, before they run, to wire the
+	// host's own users of the cache into it as kcp wires its replication
+	// (hook.Install). The functions it returns run at shutdown before the
+	// cache stops (RunMounted's stopFirst).
+	WireHost func(host, mounted *server.Server) ([]func(), error)
 
 	// Configure, when set, changes the cache server's configuration before
 	// it is completed, at every start (its bootstrapped types, say).
@@ -274,12 +280,20 @@ func (s *Server) newMounted(ctx context.Context) (func(context.Context) error, e
 		return nil, err
 	}
 	mount.Serve(mounted)
+	var stopFirst []func()
+	if s.opts.WireHost != nil {
+		if stopFirst, err = s.opts.WireHost(host, mounted); err != nil {
+			mounted.Close()
+			host.Close()
+			return nil, err
+		}
+	}
 	s.server = mounted
 	s.config, s.hostConfig, s.kubeconfig = mounted.AdminConfig(), host.AdminConfig(), host.KubeconfigPath()
 	return func(ctx context.Context) error {
 		defer host.Close()
 		defer mounted.Close()
-		return server.RunMounted(ctx, host, mounted)
+		return server.RunMounted(ctx, host, mounted, stopFirst...)
 	}, nil
 }
 

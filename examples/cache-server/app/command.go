@@ -42,6 +42,11 @@ below and are logged at start when set.`,
 		if errs := completed.Validate(); len(errs) > 0 {
 			return utilerrors.NewAggregate(errs)
 		}
+		// This process is the server's own: its feature gates are the
+		// server's.
+		if err := completed.ApplyFeatureGates(); err != nil {
+			return err
+		}
 		ctx = klog.NewContext(ctx, klog.Background().WithName("cache-server"))
 		logger := klog.FromContext(ctx)
 		for _, f := range completed.IgnoredFlags {

@@ -153,7 +153,8 @@ func (s *Shard) Run(ctx context.Context) error {
 	if s.mounted == nil {
 		return s.host.PrepareRun().Run(ctx)
 	}
-	return server.RunMounted(ctx, s.host, s.mounted)
+	// Replication stops first: it writes into the in-process cache.
+	return server.RunMounted(ctx, s.host, s.mounted, s.hook.Stop)
 }
 
 // Close stops whatever New started and Run has not stopped: the mounted
