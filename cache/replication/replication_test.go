@@ -32,6 +32,7 @@ func TestControllerKeepsEachShardsCopiesInItsPartition(t *testing.T) {
 	h := newHarness(t)
 	t.Run("converges same names across clusters", func(t *testing.T) { testConverges(t, h) })
 	t.Run("repairs copies edited or deleted in the cache", func(t *testing.T) { testRepairs(t, h) })
+	t.Run("origin went back in time", func(t *testing.T) { testOriginWentBack(t, h) })
 	t.Run("extra resources and filters", func(t *testing.T) { testExtraResourcesAndFilters(t, h) })
 	t.Run("shards do not interfere", func(t *testing.T) { testShardsDoNotInterfere(t, h) })
 	t.Run("with the host's wildcard cache informers", func(t *testing.T) { testHostCacheInformers(t, h) })
@@ -181,6 +182,46 @@ func testRepairs(t *testing.T, h *harness) {
 		_ = unstructured.SetNestedSlice(u.Object, []interface{}{}, "metadata", "managedFields")
 	})
 	s.waitMirrored(t)
+}
+
+// A shard restored from a backup holds an object older than its copy: the
+// copy records a newer origin resourceVersion and a higher generation. The
+// controller mirrors the shard's object anyway, lowering the copy's
+// generation, in one write: kcp's fork refused such an update (422), which
+// the controller would have retried forever.
+func testOriginWentBack(t *testing.T, h *harness) {
+	s := newShard(t, h, "ivory")
+	restored := export("restored", "before")
+	restored.SetGeneration(5)
+	restored = mustCreate(t, s.localClient("root", exportsGVR), restored)
+	s.start(t)
+	s.waitMirrored(t)
+
+	// What the copy would be had the shard been further along before its
+	// restore: a later spec, generation and origin resourceVersion.
+	mustMutate(t, s.cacheClient("root", exportsGVR), "restored", func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "after", "spec", "value")
+		u.SetGeneration(9)
+		a := u.GetAnnotations()
+		a[kcpcache.AnnotationOriginalResourceVersion] = "999999999"
+		u.SetAnnotations(a)
+	})
+	regressions := s.ctrl.Status().OriginRegressions
+	s.ctrl.queue.Add(Key{GVR: exportsGVR, Cluster: "root", Name: "restored"})
+	s.waitMirrored(t)
+	c, err := s.cacheClient("root", exportsGVR).Get(context.Background(), "restored", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.GetGeneration() != restored.GetGeneration() {
+		t.Errorf("copy generation %d, want the restored origin's %d", c.GetGeneration(), restored.GetGeneration())
+	}
+	if got := s.ctrl.Status().OriginRegressions; got <= regressions {
+		t.Errorf("no origin regression counted (%d before, %d after)", regressions, got)
+	}
+	if n := s.ctrl.queue.NumRequeues(Key{GVR: exportsGVR, Cluster: "root", Name: "restored"}); n != 0 {
+		t.Errorf("the copy converged after %d retries, want none", n)
+	}
 }
 
 func testExtraResourcesAndFilters(t *testing.T, h *harness) {

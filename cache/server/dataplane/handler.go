@@ -96,15 +96,15 @@ func (r *Registry) serve(s *served, scope *handlers.RequestScope, info *request.
 		return handlers.ListResource(store, store, scope, true, cfg.MinRequestTimeout)
 	case "create":
 		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
-			return handlers.CreateResource(store, scope, cfg.Admission)
+			return handlers.CreateResource(copyWrites{store}, scope, cfg.Admission)
 		})
 	case "update":
 		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
-			return handlers.UpdateResource(dryRunUpdates{store}, scope, cfg.Admission)
+			return handlers.UpdateResource(copyWrites{store}, scope, cfg.Admission)
 		})
 	case "patch":
 		return r.copyScopes.withoutDiscardedFieldManager(scope, func(scope *handlers.RequestScope) http.Handler {
-			return handlers.PatchResource(dryRunUpdates{store}, scope, cfg.Admission, patchTypes)
+			return handlers.PatchResource(copyWrites{store}, scope, cfg.Admission, patchTypes)
 		})
 	case "delete":
 		return handlers.DeleteResource(store, true, scope, cfg.Admission)

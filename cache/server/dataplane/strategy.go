@@ -54,7 +54,7 @@ func (strategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 
 // PrepareForUpdate changes nothing: a copy's generation and field ownership
 // are restored after upstream's validation, which refuses a generation
-// lower than the stored one (storage does it; for a dry run, dryRunUpdates).
+// lower than the stored one (storage does it; for a dry run, copyWrites).
 func (strategy) PrepareForUpdate(context.Context, runtime.Object, runtime.Object) {}
 
 func (s strategy) Validate(_ context.Context, obj runtime.Object) field.ErrorList {

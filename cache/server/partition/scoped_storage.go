@@ -262,6 +262,20 @@ func stampPartition(m metav1.Object, sc kcpcache.Scope) error {
 	return nil
 }
 
+// StampAnswer sets the partition annotations of the write in ctx on a dry
+// run's answer, which storage, where real writes get them, never sees.
+func StampAnswer(ctx context.Context, obj runtime.Object) error {
+	sc, ok := kcpcache.ScopeFrom(ctx)
+	if !ok || sc.IsWildcard() {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return err
+	}
+	return stampPartition(m, sc)
+}
+
 // namesPartition says whether m carries both partition annotations of sc,
 // refusing an object whose annotations name another partition.
 func namesPartition(m metav1.Object, sc kcpcache.Scope) (bool, error) {
