@@ -24,6 +24,10 @@ func (g RESTOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 		return opts, err
 	}
 	opts.Decorator = NewStorageDecorator(g.HistoryTrim)
+	// A copy: the delegate's configuration is not ours to change.
+	storageConfig := *opts.StorageConfig
+	storageConfig.Codec = answerCodec(resource, storageConfig.Codec)
+	opts.StorageConfig = &storageConfig
 	// No garbage collector runs against the cache; orphan and foreground
 	// finalizers would never be removed.
 	opts.EnableGarbageCollection = false
