@@ -6,8 +6,7 @@
 # the project (override with KCP_GOPROXY=/path/to/kcp-goproxy); everything else comes from the
 # usual proxy.
 #
-#   hack/kcpgraph/test.sh                     # build, vet, and the tagged tests .ci/run runs
-#   FULL=1 hack/kcpgraph/test.sh              # build, vet, and every test of cache/... with the tag
+#   hack/kcpgraph/test.sh                     # build, vet, and every test of cache/... (.ci/run)
 #   hack/kcpgraph/test.sh -run TestX ./cache/server/integration   # build, vet, then go test ARGS
 set -euo pipefail
 
@@ -40,11 +39,8 @@ if [ $# -gt 0 ]; then
   done
   echo "== go test -tags kcp ${args[*]}"
   go test -tags kcp -count=1 "${args[@]}"
-elif [ -n "${FULL:-}" ]; then
-  echo "== go test -tags kcp $m/cache/..."
-  go test -tags kcp -count=1 -timeout 30m $m/cache/...
 else
-  echo "== go test -tags kcp $m/cache/... (CI's part)"
+  echo "== go test -tags kcp $m/cache/..."
   go test -tags kcp -count=1 -timeout 20m $m/cache/...
 fi
 echo "   tests: $((SECONDS - t1)) s"
