@@ -29,7 +29,18 @@ type benchServer struct {
 func startServer(ctx context.Context, rootDir string, flags []string) (*benchServer, error) {
 	// The flags are parsed here already, so that a bad one fails before
 	// the server starts.
-	if err := applyServerFlags(options.NewOptions(), flags); err != nil {
+	o := options.NewOptions()
+	if err := applyServerFlags(o, flags); err != nil {
+		return nil, err
+	}
+	// The bench's process is the server's own, as the cache-server
+	// command's is: the server's feature gates (its defaults and
+	// --feature-gates) are the process's.
+	completed, err := o.Complete()
+	if err != nil {
+		return nil, err
+	}
+	if err := completed.ApplyFeatureGates(); err != nil {
 		return nil, err
 	}
 	srv, err := inprocess.Cache(ctx, rootDir, 0, func(o *options.Options) {
