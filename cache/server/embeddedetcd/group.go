@@ -172,7 +172,7 @@ func (g Group) launch(ctx context.Context, ec *embed.Config, deadline time.Time,
 				return e, nil
 			}
 			if state == embed.ClusterStateFlagNew {
-				return nil, fmt.Errorf("starting the memory group anew (a majority of %s must start within the start timeout): %w", g.initialCluster(), err)
+				return nil, fmt.Errorf("starting the memory group anew (a majority of %s must start within the start timeout): %w; members not reachable: %s", g.initialCluster(), err, g.describeUnreachable(ctx))
 			}
 			if resetErr := reset(); resetErr != nil {
 				return nil, resetErr
@@ -358,4 +358,35 @@ func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
 		}
 	}
 	return strings.Join(pairs, ","), nil
+}
+
+// describeUnreachable names the other members whose peer listener does not
+// answer now, as NAME (URL), so that an operator sees which servers of the
+// group to start or to reach.
+func (g Group) describeUnreachable(ctx context.Context) string {
+	client := &http.Client{Timeout: groupProbeTimeout}
+	defer client.CloseIdleConnections()
+	var mu sync.Mutex
+	var names []string
+	var wg sync.WaitGroup
+	for _, p := range g.Peers {
+		if p.Name == g.Name {
+			continue
+		}
+		wg.Go(func() {
+			var version struct{}
+			if err := getJSON(ctx, client, p.URL+"/version", &version); err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			names = append(names, fmt.Sprintf("%s (%s)", p.Name, p.URL))
+		})
+	}
+	wg.Wait()
+	if len(names) == 0 {
+		return "none (they answer, but no majority formed)"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

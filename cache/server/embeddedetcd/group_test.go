@@ -209,3 +209,36 @@ func TestGroupSurvivesARollingRestart(t *testing.T) {
 		}
 	}
 }
+
+// A member started alone in a group of three cannot reach a majority: its
+// start returns an error by the start timeout (plus the time to stop the
+// member), naming the members it could not reach, instead of waiting.
+func TestGroupMemberAloneFailsFast(t *testing.T) {
+	cfgs := testGroup(t, 3)
+	cfg := cfgs[0]
+	cfg.StartTimeout = 5 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	s, err := Start(ctx, cfg)
+	took := time.Since(begin)
+	if err == nil {
+		s.Close()
+		t.Fatal("a member alone in a group of three started")
+	}
+	t.Logf("start failed after %s: %v", took, err)
+	// Generous for a loaded machine: the bound is the start timeout plus
+	// stopping the member, far below "never".
+	if took > 40*time.Second {
+		t.Errorf("start took %s to fail; want about the start timeout (%s)", took, cfg.StartTimeout)
+	}
+	for _, other := range cfgs[1:] {
+		self, _ := other.Group.self()
+		if !strings.Contains(err.Error(), "not reachable: ") {
+			t.Fatalf("error does not list the members not reachable: %v", err)
+		}
+		if want := fmt.Sprintf("%s (%s)", self.Name, self.URL); !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name unreachable member %q: %v", want, err)
+		}
+	}
+}

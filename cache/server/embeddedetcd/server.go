@@ -196,6 +196,11 @@ func launch(ctx context.Context, ec *embed.Config, deadline time.Time) (*embed.E
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	// Close waits for etcd's client servers, which start only once the
+	// member is ready or its server is stopping: a member that never became
+	// ready (a group without a majority) would block Close forever. Stop the
+	// server first so that they give up.
+	e.Server.HardStop()
 	e.Close()
 	return nil, err
 }
