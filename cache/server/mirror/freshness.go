@@ -65,30 +65,40 @@ func (e *NotFresh) Error() string {
 // askRevision asks the peer for its revision of shard's data of gr.
 func (p *peer) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
 	q := url.Values{"shard": {shard}, "resource": {gr.String()}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.revisionURL+"?"+q.Encode(), nil)
-	if err != nil {
-		return kcpcache.HomeRevisionAnswer{}, err
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return kcpcache.HomeRevisionAnswer{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-	if err != nil {
-		return kcpcache.HomeRevisionAnswer{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
 	var ans kcpcache.HomeRevisionAnswer
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("decoding the revision answer: %w", err)
+	if err := getPeerJSON(ctx, p.http, p.revisionURL+"?"+q.Encode(), 1<<16, "the revision answer", &ans); err != nil {
+		return kcpcache.HomeRevisionAnswer{}, err
 	}
 	if ans.Cache != p.name {
 		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.name, ans.Cache)
 	}
 	return ans, nil
+}
+
+// getPeerJSON GETs u from a peer and decodes its JSON answer into out,
+// reading at most limit bytes; what names the answer in errors. A status
+// other than 200 is an error carrying the peer's message.
+func getPeerJSON(ctx context.Context, hc *http.Client, u string, limit int64, what string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding %s: %w", what, err)
+	}
+	return nil
 }
 
 // homesOf returns the peers a read of shard must be confirmed with: its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"sort"
@@ -349,25 +348,9 @@ func (p *tablePeer) ask(ctx context.Context, shard string) (kcpcache.HomesAnswer
 	if shard != "" {
 		u += "?" + url.Values{"shard": {shard}}.Encode()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return kcpcache.HomesAnswer{}, err
-	}
-	resp, err := p.http.Do(req)
-	if err != nil {
-		return kcpcache.HomesAnswer{}, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return kcpcache.HomesAnswer{}, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return kcpcache.HomesAnswer{}, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
 	var ans kcpcache.HomesAnswer
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return kcpcache.HomesAnswer{}, fmt.Errorf("decoding the homes table: %w", err)
+	if err := getPeerJSON(ctx, p.http, u, 16<<20, "the homes table", &ans); err != nil {
+		return kcpcache.HomesAnswer{}, err
 	}
 	if ans.Cache != p.name {
 		return kcpcache.HomesAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.name, ans.Cache)
