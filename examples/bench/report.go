@@ -50,6 +50,28 @@ func (r row) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
+// cells renders a row's ratio, target and verdict for a table; none
+// stands for a missing ratio or target, noVerdict for a row without one.
+func (x *row) cells(none, noVerdict string) (ratio, tgt, met string) {
+	ratio, tgt, met = none, none, noVerdict
+	if !math.IsNaN(x.Ratio) && !math.IsInf(x.Ratio, 0) {
+		ratio = fmt.Sprintf("%.2f", x.Ratio)
+	}
+	if x.Target != nil {
+		tgt = x.Target.Text
+	}
+	if x.Met != nil {
+		met = "no"
+		if *x.Met {
+			met = "yes"
+		}
+		if x.Indicative {
+			met += " (indicative)"
+		}
+	}
+	return ratio, tgt, met
+}
+
 func (r *row) evaluate() {
 	if r.Target == nil {
 		return
@@ -121,22 +143,7 @@ func (r *report) writeMarkdown(w io.Writer) error {
 	fmt.Fprintln(w, "| # | measurement | cache | baseline (same run) | ratio | target | met |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
 	for _, x := range r.Rows {
-		ratio, tgt, met := "–", "–", ""
-		if !math.IsNaN(x.Ratio) && !math.IsInf(x.Ratio, 0) {
-			ratio = fmt.Sprintf("%.2f", x.Ratio)
-		}
-		if x.Target != nil {
-			tgt = x.Target.Text
-		}
-		if x.Met != nil {
-			met = "no"
-			if *x.Met {
-				met = "yes"
-			}
-			if x.Indicative {
-				met += " (indicative)"
-			}
-		}
+		ratio, tgt, met := x.cells("–", "")
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", x.ID, mdCell(x.Metric), mdCell(x.Cache), mdCell(x.Baseline), ratio, mdCell(tgt), met)
 	}
 	fmt.Fprintln(w)
@@ -179,22 +186,7 @@ func (r *report) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tmeasurement\tcache\tbaseline\tratio\ttarget\tmet")
 	for _, x := range r.Rows {
-		ratio, tgt, met := "-", "-", "-"
-		if !math.IsNaN(x.Ratio) && !math.IsInf(x.Ratio, 0) {
-			ratio = fmt.Sprintf("%.2f", x.Ratio)
-		}
-		if x.Target != nil {
-			tgt = x.Target.Text
-		}
-		if x.Met != nil {
-			met = "no"
-			if *x.Met {
-				met = "yes"
-			}
-			if x.Indicative {
-				met += " (indicative)"
-			}
-		}
+		ratio, tgt, met := x.cells("-", "-")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", x.ID, x.Metric, x.Cache, x.Baseline, ratio, tgt, met)
 	}
 	if err := tw.Flush(); err != nil {
