@@ -12,12 +12,19 @@
 #   CACHES=ours hack/kcp-e2e.sh /path/to/kcp     # only ours
 #   TESTS='cache:TestReplicationWithWildcardListing' hack/kcp-e2e.sh /path/to/kcp
 #   SKIP_KCP_BUILD=1 hack/kcp-e2e.sh /path/to/kcp  # reuse kcp's binaries of an earlier run
+#   CACHES='ours regions' hack/kcp-e2e.sh /path/to/kcp  # one cache of ours, then two regions
+#   CACHE_ARGS=-v=4 hack/kcp-e2e.sh /path/to/kcp   # more arguments for our cache-server
 #
 # TESTS lists package:test pairs; a package is a directory under kcp's test/e2e.
+#
+# CACHES names the environments: "kcp" (kcp's cache-server), "ours" (our cache-server in its
+# place) and "regions" (two of ours: the root shard pushes to cache east, shard-1 to west, the
+# caches mirror each other; see hack/kcp-regions.sh). kcp's tests that read the cache directly
+# read .kcp-cache/cache.kubeconfig, which is east's in the regions environment.
 set -euo pipefail
 
 KCP_DIR=$(cd "${1:?usage: hack/kcp-e2e.sh KCP_DIR}" && pwd)
-HERE=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${OUT:-$HERE/.kcp-e2e}
 CACHES=${CACHES:-"kcp ours"}
 TESTS=${TESTS:-"reconciler/cache:TestReplication cache:TestCacheServerReplicationAPI cache:TestReplicationWithWildcardListing apibinding:TestAPIBinding reconciler/apiexportendpointslice:TestAPIBindingEndpointSlicesSharded apibinding:TestAPIBindingPermissionClaimsAppliedAcrossShards"}
@@ -28,65 +35,129 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-20m}
 mkdir -p "$OUT/bin"
 log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-log "building our cache-server"
-(cd "$HERE" && CGO_ENABLED=0 go build -o "$OUT/bin/kcp-cache-server" ./examples/cache-server)
+# shim NAME CMD...: an executable $OUT/bin/NAME running CMD with its own arguments appended
+# (KCP_ASSET_* name one executable, no arguments).
+shim() {
+	local f="$OUT/bin/$1"
+	shift
+	{ echo '#!/usr/bin/env bash'; printf 'exec'; printf ' %q' "$@"; echo ' "$@"'; } >"$f"
+	chmod +x "$f"
+}
 
-# SKIP_KCP_BUILD=1 reuses kcp's binaries from an earlier run (each link takes minutes).
-if [ -z "${SKIP_KCP_BUILD:-}" ] || [ ! -x "$KCP_DIR/bin/sharded-test-server" ]; then
-	log "building kcp's binaries in $KCP_DIR/bin"
-	mkdir -p "$KCP_DIR/bin"
-	(cd "$KCP_DIR" && CGO_ENABLED=0 go build -o bin/ ./cmd/kcp ./cmd/cache-server ./cmd/sharded-test-server \
-		./cmd/kcp-front-proxy ./cmd/virtual-workspaces)
-fi
+# descendants PID: the ids of PID's processes, their processes, and so on.
+descendants() {
+	local c
+	for c in $(pgrep -P "$1" || true); do
+		echo "$c"
+		descendants "$c"
+	done
+}
 
-packages=$(for t in $TESTS; do echo "${t%%:*}"; done | sort -u)
-for p in $packages; do
-	bin="$KCP_DIR/bin/e2e-${p//\//-}.test"
-	[ -n "${SKIP_KCP_BUILD:-}" ] && [ -x "$bin" ] && continue
-	log "building kcp's e2e tests of test/e2e/$p"
-	(cd "$KCP_DIR" && CGO_ENABLED=0 go test -c -o "$bin" "./test/e2e/$p")
-done
-
-# run_env CACHE: start kcp's environment with CACHE's server, run every test, stop it.
-run_env() {
-	local which=$1 cache_bin work pid
+# env_start WHICH: start kcp's environment for WHICH in $OUT/WHICH; sets env_pid and env_work.
+env_start() {
+	local which=$1 cache_bin work
+	# shellcheck disable=SC2206 # CACHE_ARGS is a list of words
+	local cache_args=(${CACHE_ARGS:-})
+	local assets=()
 	case $which in
 	kcp) cache_bin="$KCP_DIR/bin/cache-server" ;;
-	ours) cache_bin="$OUT/bin/kcp-cache-server" ;;
+	ours)
+		shim ours-cache-server "$OUT/bin/kcp-cache-server" "${cache_args[@]}"
+		cache_bin="$OUT/bin/ours-cache-server"
+		;;
+	regions)
+		shim regions-cache-server "$HERE/hack/kcp-regions.sh" cache
+		shim regions-kcp "$HERE/hack/kcp-regions.sh" kcp
+		shim regions-vw "$HERE/hack/kcp-regions.sh" vw
+		cache_bin="$OUT/bin/regions-cache-server"
+		assets=(KCP_ASSET_KCP="$OUT/bin/regions-kcp" KCP_ASSET_VIRTUAL_WORKSPACES="$OUT/bin/regions-vw"
+			KCP_REGIONS_CACHE_BIN="$OUT/bin/kcp-cache-server" KCP_REGIONS_KCP_BIN="$KCP_DIR/bin/kcp"
+			KCP_REGIONS_VW_BIN="$KCP_DIR/bin/virtual-workspaces" KCP_REGIONS_CACHE_ARGS="${CACHE_ARGS:-}")
+		;;
 	*) echo "unknown cache $which" >&2; return 1 ;;
 	esac
 	work="$OUT/$which"
 	rm -rf "$work"; mkdir -p "$work/.kcp" "$work/logs"
 	log "[$which] starting kcp's sharded test environment (cache: $cache_bin)"
-	(cd "$work" && UNSAFE_E2E_HACK_DISABLE_ETCD_FSYNC=true NO_GORUN=1 PATH="$KCP_DIR/bin:$PATH" \
-		KCP_ASSET_CACHE_SERVER="$cache_bin" \
-		exec "$KCP_DIR/bin/sharded-test-server" --quiet --v=2 --log-dir-path="$work/logs" \
+	(cd "$work" && exec env UNSAFE_E2E_HACK_DISABLE_ETCD_FSYNC=true NO_GORUN=1 PATH="$KCP_DIR/bin:$PATH" \
+		KCP_ASSET_CACHE_SERVER="$cache_bin" "${assets[@]}" \
+		"$KCP_DIR/bin/sharded-test-server" --quiet --v=2 --log-dir-path="$work/logs" \
 		--work-dir-path="$work" --shard-run-virtual-workspaces=false \
 		--shard-feature-gates="$GATES" --proxy-feature-gates="$GATES" --number-of-shards=2 \
 		>"$work/logs/sharded-test-server.log" 2>&1) &
-	pid=$!
+	env_pid=$!
+	env_work=$work
 	local deadline=$((SECONDS + 600))
 	while [ ! -f "$work/.kcp/ready-to-test" ]; do
-		if ! kill -0 "$pid" 2>/dev/null; then
+		if ! kill -0 "$env_pid" 2>/dev/null; then
 			log "[$which] the environment exited before it was ready; see $work/logs"
-			for t in $TESTS; do echo "$which ${t#*:} ENV-FAILED" >>"$OUT/results"; done
-			return 0
+			env_stop
+			return 1
 		fi
 		if [ $SECONDS -ge $deadline ]; then
 			log "[$which] the environment was not ready in 10 minutes; see $work/logs"
-			kill -TERM "$pid"; wait "$pid" || true
-			for t in $TESTS; do echo "$which ${t#*:} ENV-TIMEOUT" >>"$OUT/results"; done
-			return 0
+			env_stop
+			return 2
 		fi
 		sleep 2
 	done
 	log "[$which] ready"
+	[ -n "${NO_WARMUP:-}" ] || env_warmup "$which"
+}
+
+# env_warmup WHICH: create a workspace through the front-proxy and wait for it to be Ready.
+# sharded-test-server says ready once every process answers /readyz, but a shard's
+# initializing-workspaces controllers start only after their informers on the standalone
+# virtual workspaces (started last) sync, and client-go's reflector retries those with a
+# growing back-off (up to 30 s): the first test would otherwise measure that back-off, with
+# either cache. The time it took is logged and kept in $OUT/warmup.
+env_warmup() {
+	local which=$1 kc="$env_work/.kcp/admin.kubeconfig" start=$SECONDS phase=""
+	kubectl --kubeconfig="$kc" --context=root create -f - >/dev/null <<EOF2 || true
+apiVersion: tenancy.kcp.io/v1alpha1
+kind: Workspace
+metadata:
+  name: e2e-warmup
+EOF2
+	while [ $((SECONDS - start)) -lt 300 ]; do
+		phase=$(kubectl --kubeconfig="$kc" --context=root get workspace e2e-warmup -o jsonpath='{.status.phase}' 2>/dev/null || true)
+		[ "$phase" = Ready ] && break
+		sleep 1
+	done
+	log "[$which] warm-up: a workspace was ${phase:-not created} $((SECONDS - start)) s after the environment was ready"
+	echo "$which $((SECONDS - start)) ${phase:-none}" >>"$OUT/warmup"
+	kubectl --kubeconfig="$kc" --context=root delete workspace e2e-warmup --wait=false >/dev/null 2>&1 || true
+}
+
+# env_stop: stop the environment env_start started, and every process of it.
+env_stop() {
+	local procs
+	procs=$(descendants "$env_pid")
+	# The regions environment's supervisors and their processes (a stopped one has no parent).
+	[ -d "$env_work/.kcp-regions" ] && procs="$procs $("$HERE/hack/kcp-regions.sh" pids "$env_work")"
+	kill -TERM "$env_pid" 2>/dev/null || true
+	for _ in $(seq 60); do kill -0 "$env_pid" 2>/dev/null || break; sleep 1; done
+	kill -KILL "$env_pid" $procs 2>/dev/null || true
+	wait "$env_pid" 2>/dev/null || true
+}
+
+# run_env CACHE: start kcp's environment with CACHE's server, run every test, stop it.
+run_env() {
+	local which=$1 work rc=0
+	env_start "$which" || rc=$?
+	if [ $rc -ne 0 ]; then
+		local why=ENV-FAILED
+		[ $rc -eq 2 ] && why=ENV-TIMEOUT
+		for t in $TESTS; do echo "$which ${t#*:} $why" >>"$OUT/results"; done
+		return 0
+	fi
+	work=$env_work
 	for t in $TESTS; do
 		local p=${t%%:*} name=${t#*:} res
 		log "[$which] $name (test/e2e/$p)"
 		# go test runs a package's tests in its directory; kcp's tests read files relative to it.
 		if (cd "$KCP_DIR/test/e2e/$p" && NO_GORUN=1 PATH="$KCP_DIR/bin:$PATH" \
-			"$KCP_DIR/bin/e2e-${p//\//-}.test" -test.v -test.count=1 -test.timeout="$TEST_TIMEOUT" \
+			"$KCP_DIR/bin/e2e-${p//\//-}.test" -test.v -test.count="${COUNT:-1}" -test.timeout="$TEST_TIMEOUT" \
 			-test.run "^${name}\$" \
 			--kcp-kubeconfig="$work/.kcp/admin.kubeconfig" \
 			--shard-kubeconfigs="root=$work/.kcp-0/admin.kubeconfig,shard-1=$work/.kcp-1/admin.kubeconfig" \
@@ -99,17 +170,38 @@ run_env() {
 		local failed total
 		failed=$(grep -c -- '^ *--- FAIL: '"$name"'/' "$work/logs/$name.log" || true)
 		total=$(grep -c -- '^ *--- \(PASS\|FAIL\|SKIP\): '"$name"'/' "$work/logs/$name.log" || true)
-		log "[$which] $name: $res ($failed of $total subtests failed)"
-		echo "$which $name $res $failed/$total" >>"$OUT/results"
+		# The test's own time, as go test reports it (each run's, with COUNT).
+		local secs
+		secs=$(sed -n 's/^--- \(PASS\|FAIL\|SKIP\): '"$name"' (\([0-9.]*\)s)$/\2/p' "$work/logs/$name.log" | paste -sd/ -)
+		log "[$which] $name: $res ($failed of $total subtests failed) in ${secs:-?} s"
+		echo "$which $name $res $failed/$total ${secs:-?}" >>"$OUT/results"
 	done
 	log "[$which] stopping the environment"
-	kill -TERM "$pid" 2>/dev/null || true
-	for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-	kill -KILL "$pid" 2>/dev/null || true
-	# sharded-test-server's children: anything still holding the environment's ports.
-	pkill -KILL -f "$work" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	env_stop
 }
+
+log "building our cache-server"
+(cd "$HERE" && CGO_ENABLED=0 go build -o "$OUT/bin/kcp-cache-server" ./examples/cache-server)
+
+# SKIP_KCP_BUILD=1 reuses kcp's binaries from an earlier run (each link takes minutes).
+if [ -z "${SKIP_KCP_BUILD:-}" ] || [ ! -x "$KCP_DIR/bin/sharded-test-server" ]; then
+	log "building kcp's binaries in $KCP_DIR/bin"
+	mkdir -p "$KCP_DIR/bin"
+	(cd "$KCP_DIR" && CGO_ENABLED=0 go build -o bin/ ./cmd/kcp ./cmd/cache-server ./cmd/sharded-test-server \
+		./cmd/kcp-front-proxy ./cmd/virtual-workspaces)
+fi
+
+# hack/kcp-region-outage.sh sources this file for env_start and env_stop and the binaries.
+[ -n "${KCP_E2E_LIB:-}" ] && return 0
+
+packages=$(for t in $TESTS; do echo "${t%%:*}"; done | sort -u)
+for p in $packages; do
+	bin="$KCP_DIR/bin/e2e-${p//\//-}.test"
+	[ -n "${SKIP_KCP_BUILD:-}" ] && [ -x "$bin" ] && continue
+	log "building kcp's e2e tests of test/e2e/$p"
+	(cd "$KCP_DIR" && CGO_ENABLED=0 go test -c -o "$bin" "./test/e2e/$p")
+done
+
 
 # Results of caches not run now stay, so the two caches can be run at different times.
 touch "$OUT/results"
@@ -125,7 +217,7 @@ for t in $TESTS; do
 	name=${t#*:}
 	row="| $name (test/e2e/${t%%:*}) |"
 	for c in $shown; do
-		r=$(awk -v c="$c" -v n="$name" '$1==c && $2==n {print $3 ($4 != "" ? " (" $4 " subtests failed)" : "")}' "$OUT/results")
+		r=$(awk -v c="$c" -v n="$name" '$1==c && $2==n {print $3 ($5 != "" ? " " $5 " s" : "") ($4 != "" && $4 !~ /^0\// ? " (" $4 " subtests failed)" : "")}' "$OUT/results")
 		row="$row ${r:-not run} |"
 	done
 	echo "$row"
