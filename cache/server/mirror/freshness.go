@@ -199,7 +199,35 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 	return entries, failed
 }
 
+// confirmWith confirms the part of a read of shard's data of gr whose home
+// is p. A resource served without identity (a CachedResource's
+// publication) reads every identity's objects at once, so each of those
+// types is confirmed; the answer reflects the last change of any of them.
 func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
+	covered := p.streamsFor(gr)
+	if len(covered) == 0 {
+		covered = []coveredStream{{gr: gr}}
+	}
+	entry := kcpcache.HomeRevision{Home: p.name}
+	for _, c := range covered {
+		e, nf := m.confirmType(ctx, p, shard, c.gr, c.s)
+		if nf != nil {
+			nf.Resource = gr
+			return kcpcache.HomeRevision{}, nf
+		}
+		if entry.Epoch != "" && e.Epoch != entry.Epoch {
+			// The home changed epoch between two of the asks; neither
+			// revision may be compared with the other.
+			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: p.name, Shard: shard, Resource: gr}
+		}
+		entry.Epoch, entry.Revision = e.Epoch, max(entry.Revision, e.Revision)
+	}
+	return entry, nil
+}
+
+// confirmType confirms shard's data of gr, one stored type, whose stream
+// at p is s (nil: none).
+func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
 	nf := &NotFresh{Home: p.name, Shard: shard, Resource: gr}
 	if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) {
 		nf.Reason = ReasonHomeRestored
@@ -210,7 +238,6 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 		nf.Reason, nf.Err = ReasonHomeUnreachable, err
 		return kcpcache.HomeRevision{}, nf
 	}
-	s := p.stream(gr)
 	if s == nil {
 		nf.Reason, nf.Want = ReasonMirrorBehind, ans.Revision
 		return kcpcache.HomeRevision{}, nf
@@ -252,10 +279,20 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 	ages := map[string]time.Duration{}
 	homes, _ := m.homesOf(shard)
 	for _, p := range homes {
-		s := p.stream(gr)
-		if s == nil {
+		covered := p.streamsFor(gr)
+		if len(covered) > 1 {
+			// A resource served without identity: the age of its oldest
+			// identity's copy, and no revision (no one revision says
+			// what every identity's copy includes).
+			if age, ok := oldestAge(covered); ok {
+				ages[p.name] = age
+			}
 			continue
 		}
+		if len(covered) == 0 {
+			continue
+		}
+		s := covered[0].s
 		_, epoch, at := s.state()
 		if at.IsZero() {
 			continue
@@ -269,6 +306,20 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})
 	}
 	return entries, ages
+}
+
+// oldestAge is the time since the least recently confirmed of the streams
+// was confirmed; false if one never was.
+func oldestAge(covered []coveredStream) (time.Duration, bool) {
+	var oldest time.Duration
+	for _, c := range covered {
+		_, _, at := c.s.state()
+		if at.IsZero() {
+			return 0, false
+		}
+		oldest = max(oldest, time.Since(at))
+	}
+	return oldest, true
 }
 
 // FormatAges renders ages for kcpcache.FreshnessAgeHeader.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -200,11 +202,33 @@ func (p *peer) addStream(gvr schema.GroupVersionResource, m *Mirror) (*stream, b
 	return s, true
 }
 
-// stream returns the stream of gr, nil if there is none.
-func (p *peer) stream(gr schema.GroupResource) *stream {
+// coveredStream is a stored type a read covers, and its stream.
+type coveredStream struct {
+	gr schema.GroupResource
+	s  *stream
+}
+
+// streamsFor returns the streams a read of gr at p covers: gr's own; or,
+// when there is none and gr names a resource without identity, the stream
+// of every identity of it ("<resource>:<identity>" in gr's group), which a
+// CachedResource's publication reads at once; none if there are neither.
+func (p *peer) streamsFor(gr schema.GroupResource) []coveredStream {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.streams[gr]
+	if s, ok := p.streams[gr]; ok {
+		return []coveredStream{{gr: gr, s: s}}
+	}
+	if strings.Contains(gr.Resource, ":") {
+		return nil
+	}
+	var out []coveredStream
+	for sgr, s := range p.streams {
+		if sgr.Group == gr.Group && strings.HasPrefix(sgr.Resource, gr.Resource+":") {
+			out = append(out, coveredStream{gr: sgr, s: s})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].gr.Resource < out[j].gr.Resource })
+	return out
 }
 
 // homeOf returns the peer holding shard's claim, or nil; and whether the
