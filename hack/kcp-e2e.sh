@@ -14,6 +14,9 @@
 #   SKIP_KCP_BUILD=1 hack/kcp-e2e.sh /path/to/kcp  # reuse kcp's binaries of an earlier run
 #   CACHES='ours regions' hack/kcp-e2e.sh /path/to/kcp  # one cache of ours, then two regions
 #   CACHE_ARGS=-v=4 hack/kcp-e2e.sh /path/to/kcp   # more arguments for our cache-server
+#   COUNT=3 hack/kcp-e2e.sh /path/to/kcp           # each test three times (go test -count)
+#   NO_WARMUP=1 hack/kcp-e2e.sh /path/to/kcp       # the first test starts as soon as the
+#                                                  # environment says ready (see env_warmup)
 #
 # TESTS lists package:test pairs; a package is a directory under kcp's test/e2e.
 #
@@ -155,6 +158,8 @@ run_env() {
 	for t in $TESTS; do
 		local p=${t%%:*} name=${t#*:} res
 		log "[$which] $name (test/e2e/$p)"
+		local started
+		started=$(date +%s.%N)
 		# go test runs a package's tests in its directory; kcp's tests read files relative to it.
 		if (cd "$KCP_DIR/test/e2e/$p" && NO_GORUN=1 PATH="$KCP_DIR/bin:$PATH" \
 			"$KCP_DIR/bin/e2e-${p//\//-}.test" -test.v -test.count="${COUNT:-1}" -test.timeout="$TEST_TIMEOUT" \
@@ -170,11 +175,16 @@ run_env() {
 		local failed total
 		failed=$(grep -c -- '^ *--- FAIL: '"$name"'/' "$work/logs/$name.log" || true)
 		total=$(grep -c -- '^ *--- \(PASS\|FAIL\|SKIP\): '"$name"'/' "$work/logs/$name.log" || true)
-		# The test's own time, as go test reports it (each run's, with COUNT).
-		local secs
-		secs=$(sed -n 's/^--- \(PASS\|FAIL\|SKIP\): '"$name"' (\([0-9.]*\)s)$/\2/p' "$work/logs/$name.log" | paste -sd/ -)
-		log "[$which] $name: $res ($failed of $total subtests failed) in ${secs:-?} s"
-		echo "$which $name $res $failed/$total ${secs:-?}" >>"$OUT/results"
+		# The wall-clock time of the test binary (go test's own figure leaves out a parallel
+		# test's subtests) and, with COUNT, go test's time of each run.
+		local secs runs
+		secs=$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN{printf "%.0f", b-a}')
+		if [ "${COUNT:-1}" != 1 ]; then
+			runs=$(sed -n 's/^--- \(PASS\|FAIL\|SKIP\): '"$name"' (\([0-9.]*\)s)$/\2/p' "$work/logs/$name.log" | paste -sd/ -)
+			secs="$secs (runs: ${runs:-?})"
+		fi
+		log "[$which] $name: $res ($failed of $total subtests failed) in $secs s"
+		echo "$which $name $res $failed/$total ${secs// /_}" >>"$OUT/results"
 	done
 	log "[$which] stopping the environment"
 	env_stop
@@ -217,7 +227,7 @@ for t in $TESTS; do
 	name=${t#*:}
 	row="| $name (test/e2e/${t%%:*}) |"
 	for c in $shown; do
-		r=$(awk -v c="$c" -v n="$name" '$1==c && $2==n {print $3 ($5 != "" ? " " $5 " s" : "") ($4 != "" && $4 !~ /^0\// ? " (" $4 " subtests failed)" : "")}' "$OUT/results")
+		r=$(awk -v c="$c" -v n="$name" '$1==c && $2==n {gsub("_", " ", $5); print $3 ($5 != "" ? " " $5 " s" : "") ($4 != "" && $4 !~ /^0\// ? " (" $4 " subtests failed)" : "")}' "$OUT/results")
 		row="$row ${r:-not run} |"
 	done
 	echo "$row"
