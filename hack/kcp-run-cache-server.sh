@@ -1,30 +1,29 @@
 #!/usr/bin/env bash
-# kcp-run-cache-server.sh builds kcp with our cache in-process and runs it next to kcp's own
-# build, to show that a kcp shard serves, replicates into and reads our cache.
+# kcp-run-cache-server.sh patches kcp so that our library is kcp's in-process cache behind one
+# flag, builds that kcp, and runs it with the flag off (kcp's own cache) and on (ours), to show
+# that a kcp shard serves, replicates into and reads our cache.
 #
 #   hack/kcp-run-cache-server.sh /path/to/kcp        # a kcp v0.32.3 source tree (left untouched)
+#   PATCH_ONLY=1 hack/kcp-run-cache-server.sh /path/to/kcp   # only patch, print the patch's size
 #
 # Steps (all under WORK, default a new temporary directory; kept at the end for inspection):
-#   1. Copies the kcp tree twice: kcp-stock (unchanged) and kcp-ours, where it requires this
-#      checkout (go mod edit -require/-replace) and rewires kcp's in-process cache server:
-#      pkg/server/cache.go is replaced (heredoc below) by one that mounts our cache server
-#      (cache/server's NewMountedConfig, in an embedded etcd of its own under the root
-#      directory's kcp-cache/) at /services/cache/ and runs our replication hook (cache/hook)
-#      as the shard's post-start hook; pkg/server/server.go no longer installs kcp's own
-#      replication controller when kcp runs that in-process cache, so only our hook writes the
-#      shard's partition. Nothing else of kcp changes: its cache client, global informers and
-#      every other controller read the mounted cache as they would kcp's.
-#   2. Builds both: go build ./cmd/kcp (stock) and go build -tags kcp ./cmd/kcp (ours). Set
-#      STOCK_BIN / OURS_BIN to reuse binaries built before.
-#   3. Starts each as a standalone root shard on loopback (no --cache-kubeconfig: kcp v0.32.3
-#      then runs its in-process cache; it has no --run-cache-server flag), waits for /readyz and
-#      for the replicated objects to settle, and counts the objects of each replicated type in
-#      shard root's partition of the cache (/services/cache/shards/root/clusters/*/...).
-#   4. Unless NO_SECOND_SHARD is set, starts an unpatched kcp shard shard-1 with
-#      --cache-kubeconfig pointing at that root's cache (root's shard-admin credentials) and
-#      --root-shard-kubeconfig-file at root's admin kubeconfig, waits for its /readyz and
-#      counts its partition, shard-1, in the same cache. Prints the four columns side by side
-#      and exits 1 when shard root's partition differs between kcp's cache and ours.
+#   1. Copies the kcp tree to kcp-patched and applies hack/kcp-in-process.patch (its size is
+#      printed): --run-cache-server, without --cache-kubeconfig, mounts our cache
+#      server (NewMountedConfig, an embedded etcd of its own under the root directory's
+#      kcp-cache/) at /services/cache/ where kcp mounts its own, and installs our replication
+#      hook (hook.Install) instead of kcp's replication controller; both stop from the shard's
+#      pre-shutdown hooks (Server.RunIn). Nothing else of kcp changes: its cache client, global
+#      informers and every other controller read the mounted cache as they would kcp's.
+#   2. Builds it: go build -tags kcp ./cmd/kcp. Set KCP_BIN to reuse a binary built before.
+#   3. Starts it as a standalone root shard on loopback (no --cache-kubeconfig: the in-process
+#      cache), flag off, then flag on; waits for /readyz and for the replicated objects to
+#      settle, and counts the objects of each replicated type in shard root's partition of the
+#      cache (/services/cache/shards/root/clusters/*/...).
+#   4. Unless NO_SECOND_SHARD is set, starts a second shard shard-1 (flag off, so kcp's own
+#      replication) with --cache-kubeconfig pointing at that root's cache (root's shard-admin
+#      credentials) and --root-shard-kubeconfig-file at root's admin kubeconfig, waits for its
+#      /readyz and counts its partition, shard-1, in the same cache. Prints the four columns
+#      side by side and exits 1 when shard root's partition differs between kcp's cache and ours.
 #
 # Needs go, kubectl and jq. Ports on 127.0.0.1: SECURE_PORT (default 16443) and +1 for
 # shard-1; embedded etcd ETCD_PORT (default 12379) and +1, peers +100. One run at a time.
@@ -38,128 +37,44 @@ ETCD_PORT=${ETCD_PORT:-12379}
 mkdir -p "$WORK"
 echo "work directory: $WORK"
 
-# ---- 1. the two kcp trees -------------------------------------------------------------------
-prepare_tree() { # dest
+# ---- 1. the patched kcp tree ----------------------------------------------------------------
+prepare_tree() { # dest: a writable copy of the kcp tree, without its binaries
   rm -rf "$1"
-  cp -a "$KCP_DIR" "$1"
+  mkdir -p "$1"
+  tar -C "$KCP_DIR" --exclude=./bin --exclude=./.git -cf - . | tar -C "$1" -xf -
   chmod -R u+w "$1"
 }
 
+# patch_tree makes our library kcp's in-process cache behind one flag, --run-cache-server: off,
+# kcp runs its own in-process cache and replication controller as before; on (and no
+# --cache-kubeconfig), it mounts our cache server at the same path and our hook replicates.
+# The change is hack/kcp-in-process.patch (one new file, pkg/server/kcpcache.go, the flag in
+# kcp's cache options and the choice in pkg/server/server.go) plus our module in go.mod, which
+# go mod edit writes because its path is this checkout's. It prints the patch's size.
 patch_tree() { # dir
   local dir=$1
+  (cd "$dir" && patch -p1 --quiet --forward <"$OURS/hack/kcp-in-process.patch") || {
+    echo "hack/kcp-in-process.patch does not apply: kcp's source differs from v0.32.3" >&2
+    exit 1
+  }
   (cd "$dir" && go mod edit \
     -require=github.com/kcp-cache/kcp-cache@v0.0.0 \
     -replace=github.com/kcp-cache/kcp-cache="$OURS")
-  # Our cache instead of kcp's: same method, same caller, same path.
-  cat > "$dir/pkg/server/cache.go" <<'EOF'
-package server
-
-// Patched by kcp-cache's hack/kcp-run-cache-server.sh: kcp's in-process cache server is
-// replaced by kcp-cache's, mounted at the same path, and kcp-cache's hook replicates.
-
-import (
-	"context"
-	"path/filepath"
-
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
-
-	virtualcommandoptions "github.com/kcp-dev/kcp/cmd/virtual-workspaces/options"
-
-	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	kcpcacheclient "github.com/kcp-cache/kcp-cache/cache/client"
-	kcpcachehook "github.com/kcp-cache/kcp-cache/cache/hook"
-	kcpcacheoptions "github.com/kcp-cache/kcp-cache/cache/options"
-	kcpcachereplication "github.com/kcp-cache/kcp-cache/cache/replication"
-	kcpcacheserver "github.com/kcp-cache/kcp-cache/cache/server"
-)
-
-// installCacheServer mounts kcp-cache's server at /services/cache/ and
-// installs kcp-cache's replication hook for this shard.
-func (s *Server) installCacheServer(ctx context.Context) error {
-	logger := klog.FromContext(ctx).WithName("kcp-cache")
-	shard := s.Options.Extra.ShardName
-	root := filepath.Join(s.Options.GenericControlPlane.SecureServing.ServerCert.CertDirectory, "kcp-cache")
-
-	opts := kcpcacheoptions.NewOptions()
-	opts.RootDirectory = root
-	opts.EmbeddedEtcd.Directory = filepath.Join(root, "etcd")
-	opts.EmbeddedEtcd.ClientPort, opts.EmbeddedEtcd.PeerPort = 0, 0
-	completed, err := opts.Complete()
-	if err != nil {
-		return err
-	}
-	cfg, err := kcpcacheserver.NewMountedConfig(completed, kcpcacheserver.Host{
-		LoopbackClientConfig: s.GenericConfig.LoopbackClientConfig,
-		Authenticator:        s.GenericConfig.Authentication.Authenticator,
-		Authorizer:           s.GenericConfig.Authorization.Authorizer,
-		Shard:                shard,
-	})
-	if err != nil {
-		return err
-	}
-	mounted, err := cfg.Complete().New(ctx)
-	if err != nil {
-		return err
-	}
-	prepared := mounted.PrepareRun()
-	s.preHandlerChainMux.Handle(virtualcommandoptions.DefaultRootPathPrefix+"/cache/", mounted.GenericAPIServer.Handler)
-	if err := s.AddPostStartHook("kcp-start-cache-server", func(genericapiserver.PostStartHookContext) error {
-		go func() {
-			if err := prepared.Run(ctx); err != nil {
-				logger.Error(err, "kcp-cache server stopped")
-			}
-		}()
-		return nil
-	}); err != nil {
-		return err
-	}
-
-	// The shard's objects, read as kcp's controllers read them: through the
-	// loopback with the identities of kcp's own exports injected into
-	// wildcard requests (shards, workspacetypes... are bound APIs).
-	localClient, err := kcpcacheclient.NewForConfigWithPaths(rest.CopyConfig(s.IdentityConfig),
-		func(scope kcpcache.Scope) string { return "/clusters/" + scope.Cluster })
-	if err != nil {
-		return err
-	}
-	local := kcpcacheclient.NewInformerFactory(localClient, kcpcache.Scope{Shard: shard, Cluster: kcpcache.Wildcard}, 0)
-	hook, err := kcpcachehook.New(kcpcachehook.Config{
-		Shard:        shard,
-		CacheConfig:  mounted.HostShardConfig(),
-		LocalSources: kcpcachereplication.FactorySources(local),
-	})
-	if err != nil {
-		return err
-	}
-	return s.AddPostStartHook(kcpcachehook.Name, func(hookCtx genericapiserver.PostStartHookContext) error {
-		local.Start(hookCtx)
-		return hook.PostStartHook(hookCtx)
-	})
-}
-EOF
-  # kcp's replication controller only where the cache is elsewhere: in-process, our hook replicates.
-  sed -i 's|^\tif err := s.installReplicationController(ctx, controllerConfig, gvrs); err != nil {|\tif len(s.Options.Cache.Client.KubeconfigFile) == 0 { /* kcp-cache: the hook replicates */ } else if err := s.installReplicationController(ctx, controllerConfig, gvrs); err != nil {|' \
-    "$dir/pkg/server/server.go"
-  grep -q 'kcp-cache: the hook replicates' "$dir/pkg/server/server.go" || {
-    echo "patching pkg/server/server.go failed: kcp's source differs from v0.32.3" >&2; exit 1; }
+  local p=$OURS/hack/kcp-in-process.patch
+  echo "patch of kcp v0.32.3 (hack/kcp-in-process.patch): $(grep -c '^+++ ' "$p") files," \
+    "$(grep -c '^+[^+]' "$p") lines added, $(grep -c '^-[^-]' "$p") removed; go.mod: 2 lines (require, replace)"
 }
 
-if [ -z "${STOCK_BIN:-}" ] || [ -z "${OURS_BIN:-}" ]; then
-  prepare_tree "$WORK/kcp-stock"
-  prepare_tree "$WORK/kcp-ours"
-  patch_tree "$WORK/kcp-ours"
+if [ -z "${KCP_BIN:-}" ] || [ -n "${PATCH_ONLY:-}" ]; then
+  prepare_tree "$WORK/kcp-patched"
+  patch_tree "$WORK/kcp-patched"
 fi
+[ -z "${PATCH_ONLY:-}" ] || exit 0
 
-# ---- 2. the two binaries --------------------------------------------------------------------
-if [ -z "${STOCK_BIN:-}" ]; then
-  STOCK_BIN=$WORK/kcp-stock.bin
-  (cd "$WORK/kcp-stock" && go build -o "$STOCK_BIN" ./cmd/kcp)
-fi
-if [ -z "${OURS_BIN:-}" ]; then
-  OURS_BIN=$WORK/kcp-ours.bin
-  (cd "$WORK/kcp-ours" && go build -tags kcp -o "$OURS_BIN" ./cmd/kcp)
+# ---- 2. the binary --------------------------------------------------------------------------
+if [ -z "${KCP_BIN:-}" ]; then
+  KCP_BIN=$WORK/kcp.bin
+  (cd "$WORK/kcp-patched" && go build -tags kcp -o "$KCP_BIN" ./cmd/kcp)
 fi
 
 # ---- 3. run each, count shard root's partition of its cache ---------------------------------
@@ -226,10 +141,11 @@ settled_counts() { # kubeconfig shard: the counts once they are the same twice, 
   echo "$cur"
 }
 
-run() { # name binary
-  local name=$1 bin=$2 dir=$WORK/$1
+run() { # name flags...: root with these flags
+  local name=$1 dir=$WORK/$1
+  shift
   rm -rf "$dir"
-  start_kcp "$dir/root" "$SECURE_PORT" "$bin"
+  start_kcp "$dir/root" "$SECURE_PORT" "$KCP_BIN" "$@"
   # The in-process cache, as root's shard admin (system:masters): kcp's cache client adds
   # /services/cache itself, so the server is the shard's bare address.
   kubectl --kubeconfig "$dir/root/admin.kubeconfig" config view --raw --flatten --minify --context system:admin >"$dir/cache.kubeconfig"
@@ -240,7 +156,7 @@ run() { # name binary
   if [ -z "${NO_SECOND_SHARD:-}" ]; then
     # An unpatched kcp shard using that cache: it reads root's objects from it (its
     # global informers) and replicates its own into partition shard-1.
-    if start_kcp "$dir/shard-1" "$((SECURE_PORT + 1))" "$STOCK_BIN" --shard-name=shard-1 \
+    if start_kcp "$dir/shard-1" "$((SECURE_PORT + 1))" "$KCP_BIN" --shard-name=shard-1 \
       --root-shard-kubeconfig-file="$dir/root/admin.kubeconfig" --cache-kubeconfig="$dir/cache.kubeconfig"; then
       settled_counts "$dir/cache.kubeconfig" shard-1 >"$dir/counts-shard-1"
       # Read: shard-1's kcp-start-informers waits for its informers on the cache (root's
@@ -256,8 +172,8 @@ run() { # name binary
   stop_all
 }
 
-run stock "$STOCK_BIN"
-run ours "$OURS_BIN"
+run stock
+run ours --run-cache-server
 
 # Side by side: shard root's and shard-1's partitions of root's in-process cache, kcp's and ours
 # ("-": not served, "x": shard-1 did not become ready).
