@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kcp-e2e.sh runs kcp's own end-to-end tests against kcp's cache-server and against ours, in
 # kcp's multi-shard test environment (cmd/sharded-test-server: a cache, 2 shards, standalone
-# virtual workspaces, a front-proxy), and prints a table of results side by side.
+# virtual workspaces, a front-proxy), or in kcp's single-shard environment (cmd/test-server: one
+# `kcp start` with its in-process cache) with our cache inside kcp, and prints a table of results
+# side by side.
 #
 # It needs what CI lacks: a kcp source tree (KCP_DIR; e.g. the v0.32.3 tag, extracted from
 # the repository github.com/kcp-dev/kcp) and about 15 minutes on 2 cores once the builds are
@@ -18,12 +20,19 @@
 #   NO_WARMUP=1 hack/kcp-e2e.sh /path/to/kcp       # the first test starts as soon as the
 #                                                  # environment says ready (see env_warmup)
 #
+#   KCP_PATCHED_BIN=/path/kcp CACHES='single-off single-on' TESTS=... hack/kcp-e2e.sh /path/to/kcp
+#                                    # kcp's single-shard environment, the kcp binary built by
+#                                    # hack/kcp-run-cache-server.sh: --run-cache-server off, on
+#
 # TESTS lists package:test pairs; a package is a directory under kcp's test/e2e.
 #
 # CACHES names the environments: "kcp" (kcp's cache-server), "ours" (our cache-server in its
 # place) and "regions" (two of ours: the root shard pushes to cache east, shard-1 to west, the
 # caches mirror each other; see hack/kcp-regions.sh). kcp's tests that read the cache directly
-# read .kcp-cache/cache.kubeconfig, which is east's in the regions environment.
+# read .kcp-cache/cache.kubeconfig, which is east's in the regions environment. "single-off" and
+# "single-on" are kcp's single-shard environment, as kcp's `make test-e2e-shared-minimal` starts
+# it, with the patched kcp binary KCP_PATCHED_BIN (hack/kcp-run-cache-server.sh builds it:
+# hack/kcp-in-process.patch) and --run-cache-server off (kcp's own in-process cache) or on (ours).
 set -euo pipefail
 
 KCP_DIR=$(cd "${1:?usage: hack/kcp-e2e.sh KCP_DIR}" && pwd)
@@ -62,6 +71,7 @@ env_start() {
 	# shellcheck disable=SC2206 # CACHE_ARGS is a list of words
 	local cache_args=(${CACHE_ARGS:-})
 	local assets=()
+	unset KCP_ASSET_KCP # set by a single-shard environment run before
 	case $which in
 	kcp) cache_bin="$KCP_DIR/bin/cache-server" ;;
 	ours)
@@ -77,6 +87,10 @@ env_start() {
 			KCP_REGIONS_CACHE_BIN="$OUT/bin/kcp-cache-server" KCP_REGIONS_KCP_BIN="$KCP_DIR/bin/kcp"
 			KCP_REGIONS_VW_BIN="$KCP_DIR/bin/virtual-workspaces" KCP_REGIONS_CACHE_ARGS="${CACHE_ARGS:-}")
 		;;
+	single-off | single-on)
+		env_start_single "$which"
+		return
+		;;
 	*) echo "unknown cache $which" >&2; return 1 ;;
 	esac
 	work="$OUT/$which"
@@ -90,6 +104,35 @@ env_start() {
 		>"$work/logs/sharded-test-server.log" 2>&1) &
 	env_pid=$!
 	env_work=$work
+	env_wait_ready "$which"
+}
+
+# env_start_single WHICH: kcp's single-shard environment (cmd/test-server runs `kcp start`, whose
+# in-process cache is kcp's or, with --run-cache-server, ours) in $OUT/WHICH.
+env_start_single() {
+	local which=$1 work flag=""
+	[ "$which" = single-on ] && flag=--run-cache-server
+	# Every kcp the environment and the tests start (kcp's private test servers too) runs
+	# through this wrapper, which appends the flag to `kcp start`'s arguments.
+	local kcp="$OUT/bin/kcp-$which"
+	printf '#!/usr/bin/env bash\nexec %q "$@" %s\n' "$KCP_PATCHED_BIN" "$flag" >"$kcp"
+	chmod +x "$kcp"
+	export KCP_ASSET_KCP="$kcp"
+	work="$OUT/$which"
+	rm -rf "$work"; mkdir -p "$work/.kcp" "$work/logs"
+	log "[$which] starting kcp's single-shard test environment (kcp: $KCP_PATCHED_BIN $flag)"
+	(cd "$work" && exec env UNSAFE_E2E_HACK_DISABLE_ETCD_FSYNC=true NO_GORUN=1 PATH="$KCP_DIR/bin:$PATH" \
+		"$KCP_DIR/bin/test-server" --quiet --work-dir-path="$work" --log-dir-path="$work/logs" \
+		-- --feature-gates="$GATES" \
+		>"$work/logs/test-server.log" 2>&1) &
+	env_pid=$!
+	env_work=$work
+	env_wait_ready "$which"
+}
+
+# env_wait_ready WHICH: wait for the environment's ready-to-test file, then warm it up.
+env_wait_ready() {
+	local which=$1 work=$env_work
 	local deadline=$((SECONDS + 600))
 	while [ ! -f "$work/.kcp/ready-to-test" ]; do
 		if ! kill -0 "$env_pid" 2>/dev/null; then
@@ -155,6 +198,12 @@ run_env() {
 		return 0
 	fi
 	work=$env_work
+	# Sharded environments name their shards' kubeconfigs; the single-shard one has none.
+	local shards=()
+	case $which in
+	single-*) ;;
+	*) shards=(--shard-kubeconfigs="root=$work/.kcp-0/admin.kubeconfig,shard-1=$work/.kcp-1/admin.kubeconfig") ;;
+	esac
 	for t in $TESTS; do
 		local p=${t%%:*} name=${t#*:} res
 		log "[$which] $name (test/e2e/$p)"
@@ -164,8 +213,7 @@ run_env() {
 		if (cd "$KCP_DIR/test/e2e/$p" && NO_GORUN=1 PATH="$KCP_DIR/bin:$PATH" \
 			"$KCP_DIR/bin/e2e-${p//\//-}.test" -test.v -test.count="${COUNT:-1}" -test.timeout="$TEST_TIMEOUT" \
 			-test.run "^${name}\$" \
-			--kcp-kubeconfig="$work/.kcp/admin.kubeconfig" \
-			--shard-kubeconfigs="root=$work/.kcp-0/admin.kubeconfig,shard-1=$work/.kcp-1/admin.kubeconfig" \
+			--kcp-kubeconfig="$work/.kcp/admin.kubeconfig" "${shards[@]}" \
 			>"$work/logs/$name.log" 2>&1); then
 			res=PASS
 		else
@@ -200,6 +248,15 @@ if [ -z "${SKIP_KCP_BUILD:-}" ] || [ ! -x "$KCP_DIR/bin/sharded-test-server" ]; 
 	(cd "$KCP_DIR" && CGO_ENABLED=0 go build -o bin/ ./cmd/kcp ./cmd/cache-server ./cmd/sharded-test-server \
 		./cmd/kcp-front-proxy ./cmd/virtual-workspaces)
 fi
+case " $CACHES " in
+*" single-"*)
+	[ -x "${KCP_PATCHED_BIN:-}" ] || { echo "single-off/single-on need KCP_PATCHED_BIN: the kcp binary hack/kcp-run-cache-server.sh builds" >&2; exit 1; }
+	if [ ! -x "$KCP_DIR/bin/test-server" ]; then
+		log "building kcp's test-server in $KCP_DIR/bin"
+		(cd "$KCP_DIR" && CGO_ENABLED=0 go build -o bin/ ./cmd/test-server)
+	fi
+	;;
+esac
 
 # hack/kcp-region-outage.sh sources this file for env_start and env_stop and the binaries.
 [ -n "${KCP_E2E_LIB:-}" ] && return 0
