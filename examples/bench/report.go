@@ -161,6 +161,9 @@ func (r *report) writeMarkdown(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "- %s: %s\n", x.ID, mdCell(text))
 	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "- note: %s\n", mdCell(n))
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "- error: %s\n", mdCell(e))
 	}
