@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -48,8 +49,11 @@ const (
 
 	// FreshnessAgeHeader says, on a read served from a mirror without a
 	// freshness check (resourceVersion set, "0" included), how long ago
-	// each home last confirmed the mirror's copy: "<home>=<seconds>", comma
-	// separated, seconds with millisecond precision.
+	// each home last confirmed the mirror's copy; on a read served by a
+	// member of an in-memory group cut off from its majority, how long ago
+	// that member (named instead of a home) last knew a leader:
+	// "<name>=<seconds>", comma separated, seconds with millisecond
+	// precision (FormatFreshnessAges).
 	FreshnessAgeHeader = "Kcp-Cache-Freshness-Age"
 
 	// PeerUserPrefix starts the user name a peer cache authenticates as:
@@ -170,4 +174,19 @@ func ParseHomeRevisions(value string) ([]HomeRevision, error) {
 		out = append(out, HomeRevision{Home: home, Epoch: rest[:slash], Revision: rev})
 	}
 	return out, nil
+}
+
+// FormatFreshnessAges renders ages (by home, or by group member) for
+// FreshnessAgeHeader, sorted by name.
+func FormatFreshnessAges(ages map[string]time.Duration) string {
+	names := make([]string, 0, len(ages))
+	for n := range ages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s=%.3f", n, ages[n].Seconds()))
+	}
+	return strings.Join(parts, ", ")
 }

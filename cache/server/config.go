@@ -222,6 +222,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		if ec.Group, err = memoryGroup(opts.EmbeddedEtcd.MemoryGroup); err != nil {
 			return nil, err
 		}
+		if ec.Group != nil {
+			ec.Majority = embeddedetcd.NewMajority(ec.Group.Names())
+		}
 		// Only this process may reach the member: TLS with client
 		// certificates, regenerated at every start under the root
 		// directory, or in the member's own directory without one.
@@ -287,11 +290,17 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err := etcdOpts.ApplyTo(&generic.Config); err != nil {
 		return nil, err
 	}
-	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter}
+	// A member of an in-memory group keeps serving what it holds when cut
+	// off from its majority (partition/majority.go).
+	var majority partition.Majority
+	if ec := derived.embeddedEtcd; ec != nil && ec.Majority != nil {
+		majority = ec.Majority
+	}
+	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter, Majority: majority}
 	// apiextensions' own getter for custom resources (JSON storage codec, no
 	// per-resource cache sizes), wrapped like the generic one.
 	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(etcdOpts, generic.ResourceTransformers, generic.StorageObjectCountTracker)
-	extra, err := apiextensionsExtra(partition.RESTOptionsGetter{Delegate: crdOptionsGetter}, generic)
+	extra, err := apiextensionsExtra(partition.RESTOptionsGetter{Delegate: crdOptionsGetter, Majority: majority}, generic)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
@@ -33,6 +34,10 @@ type handlerChain struct {
 	// homeRevisions answers this cache's own revisions for the
 	// home-revision header of the partitions whose home it is.
 	homeRevisions mirror.LocalRevisions
+	// majority and member mark the stale reads of a member of an in-memory
+	// group cut off from its majority; nil and "" without a group.
+	majority *embeddedetcd.Majority
+	member   string
 }
 
 // build is the server's BuildHandlerChainFunc: upstream's default chain
@@ -55,6 +60,9 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)
 	chain = filters.WithPartition(chain, apiextensionsapiserver.Codecs)
+	if h.majority != nil {
+		chain = filters.WithMajorityAge(chain, h.member, h.majority.Lost)
+	}
 	chain = filters.WithEpoch(chain, h.epoch)
 	chain = filters.WithCacheName(chain, h.cacheName)
 	return filters.WithSyntheticDelay(chain, h.syntheticDelay)

@@ -135,10 +135,14 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		s.plane.Destroy()
 		return nil, err
 	}
-	generic.BuildHandlerChainFunc = handlerChain{
+	chain := handlerChain{
 		plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay,
 		mirror: s.mirror, homes: s.homes, localRevision: localRevision(s.etcdClient, c.derived.storage.Prefix), cacheName: c.extra.Hierarchy.Name, homeRevisions: s.homeRevisions,
-	}.build
+	}
+	if ec := c.derived.embeddedEtcd; ec != nil && ec.Majority != nil {
+		chain.majority, chain.member = ec.Majority, ec.Group.Name
+	}
+	generic.BuildHandlerChainFunc = chain.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		s.plane.Destroy()

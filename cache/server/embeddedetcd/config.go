@@ -54,6 +54,11 @@ type Config struct {
 	// running group, or starts it anew when none runs.
 	Group *Group
 
+	// Majority, with Group, is told about the running member, so that the
+	// layers above can tell whether it is cut off from its group (see
+	// Majority).
+	Majority *Majority
+
 	// ClientPort and PeerPort are loopback ports; 0 reserves a free one
 	// that no other caller in this process (or, for a while, another
 	// process on the machine) is given.

@@ -86,6 +86,15 @@ var (
 	errGroupJoin = errors.New("the running memory group did not take this member")
 )
 
+// Names lists the group's members by name.
+func (g Group) Names() []string {
+	names := make([]string, 0, len(g.Peers))
+	for _, p := range g.Peers {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
 func (g Group) validate() error {
 	if _, ok := g.self(); !ok {
 		return fmt.Errorf("%w: member %q is not one of its peers", errGroupMisconfigured, g.Name)

@@ -29,7 +29,9 @@ type Server struct {
 	// when it has returned.
 	stopMaintenance context.CancelFunc
 	maintenanceDone chan struct{}
-	closeOnce       sync.Once
+	// majority follows the member of a group; nil otherwise.
+	majority  *Majority
+	closeOnce sync.Once
 }
 
 // Start launches the member and returns once it serves client requests, or
@@ -97,6 +99,10 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{etcd: e, clientURL: clientURL, memoryDir: memoryDir}
+	if cfg.Group != nil && cfg.Majority != nil {
+		s.majority = cfg.Majority
+		s.majority.follow(e.Server)
+	}
 	logger.Info("Embedded etcd is ready", "clientURL", s.clientURL, "directory", cfg.Directory, "inMemory", cfg.InMemory, "clusterID", e.Server.Cluster().ID().String())
 	s.startMaintenance(klog.NewContext(context.WithoutCancel(ctx), logger), cfg)
 	return s, nil
@@ -225,6 +231,9 @@ func (s *Server) Close() {
 		if s.stopMaintenance != nil {
 			s.stopMaintenance()
 			<-s.maintenanceDone
+		}
+		if s.majority != nil {
+			s.majority.unfollow()
 		}
 		s.etcd.Close()
 		if s.memoryDir != "" {

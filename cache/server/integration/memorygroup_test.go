@@ -3,7 +3,10 @@ package integration_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +14,10 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -280,4 +286,128 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A member left without a majority (the two others down) keeps serving
+// what its watch cache holds: a resourceVersion=0 read answers at once
+// with every object and says how old its data may be
+// (kcpcache.FreshnessAgeHeader), while a consistent read, which needs a
+// quorum, and a write are refused with 503 and the reason.
+func TestMemoryGroupSurvivorServesStaleReads(t *testing.T) {
+	t.Parallel()
+	servers, _ := startMemoryGroup(t, 3)
+	ctx := testContext(t)
+
+	want := map[string]string{}
+	c := scopedDyn(t, servers[0].ShardConfig(t, "s0"), "s0", "root").Resource(apiExports)
+	for j := range 20 {
+		name := fmt.Sprintf("before-%02d", j)
+		if _, err := c.Create(ctx, apiExport(name, map[string]interface{}{"v": name}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want["s0/root/"+name] = name
+	}
+	// The survivor's watch cache holds every write before its peers go.
+	cachetest.Eventually(t, "m0 serves every write from its watch cache", func(ctx context.Context) error {
+		got, _, err := staleExportsAt(ctx, t, servers[0])
+		if err != nil {
+			return err
+		}
+		if d := diffExports(got, want); d != "" {
+			return fmt.Errorf("m0 lists %s", d)
+		}
+		return nil
+	})
+	for _, srv := range servers[1:] {
+		if err := srv.Halt(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// At once: a few seconds on a loaded machine, far below the ~20 s the
+	// survivor needed before it served stale reads without its majority.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, age, err := staleExportsAt(ctx, t, servers[0])
+		if err == nil && diffExports(got, want) == "" && age != "" {
+			t.Logf("m0 without its majority: a resourceVersion=0 list answers with all %d objects, %s: %s", len(got), kcpcache.FreshnessAgeHeader, age)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("m0 without its majority did not serve its data within 5 s: err %v, age header %q, %s", err, age, diffExports(got, want))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// And it keeps serving after etcd ended the watch caches' own watches
+	// (three election timeouts without a leader): every read until the
+	// member has been cut off for 8 s answers with every object.
+	for {
+		got, age, err := staleExportsAt(ctx, t, servers[0])
+		if err != nil || diffExports(got, want) != "" {
+			t.Fatalf("m0 cut off from its majority (age %q): %v %s", age, err, diffExports(got, want))
+		}
+		secs, perr := strconv.ParseFloat(strings.TrimPrefix(age, "m0="), 64)
+		if perr != nil {
+			t.Fatalf("age header %q: %v", age, perr)
+		}
+		if secs >= 8 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// A consistent read and a write need the majority: 503, saying so.
+	_, err := exportsAt(ctx, t, servers[0])
+	if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "majority") {
+		t.Errorf("a consistent list at m0 without its majority: %v, want 503 naming the lost majority", err)
+	}
+	_, err = c.Create(ctx, apiExport("after", map[string]interface{}{"v": "after"}), metav1.CreateOptions{})
+	if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "majority") {
+		t.Errorf("a create at m0 without its majority: %v, want 503 naming the lost majority", err)
+	}
+
+	// A member that lost its data cannot rejoin without a majority
+	// (TestGroupWithoutMajorityRefusesToRejoin); how the held watch resumes
+	// when the majority comes back is TestMajorityWatchResumesWhereItStopped.
+}
+
+// staleExportsAt lists every APIExport a server holds with
+// resourceVersion=0 (served from its watch cache), and the answer's
+// kcpcache.FreshnessAgeHeader.
+func staleExportsAt(ctx context.Context, t *testing.T, srv *cachetest.Server) (map[string]string, string, error) {
+	cfg := srv.Config()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	path := kcpcache.ScopedPath(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, "/apis/apis.kcp.io/v1alpha1/apiexports")
+	reqCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, kcpcache.JoinHostPath(cfg.Host, path)+"?resourceVersion=0", nil)
+	if err != nil {
+		return nil, "", err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	var list unstructured.UnstructuredList
+	if err := list.UnmarshalJSON(body); err != nil {
+		return nil, "", err
+	}
+	got := map[string]string{}
+	for _, o := range list.Items {
+		v, _, _ := unstructuredString(o.Object, "spec", "v")
+		got[partitionOf(o)] = v
+	}
+	return got, resp.Header.Get(kcpcache.FreshnessAgeHeader), nil
 }

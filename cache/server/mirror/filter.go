@@ -90,7 +90,7 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 					stale, ages := m.Stale(scope.Shard, gr)
 					entries = stale
 					if len(ages) > 0 {
-						w.Header().Set(kcpcache.FreshnessAgeHeader, FormatAges(ages))
+						w.Header().Set(kcpcache.FreshnessAgeHeader, kcpcache.FormatFreshnessAges(ages))
 					}
 					if len(entries) > 0 && info.Verb != "watch" {
 						entries = m.coverStaleRead(req, entries, cfg.LocalRevision)

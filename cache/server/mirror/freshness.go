@@ -322,20 +322,6 @@ func oldestAge(covered []coveredStream) (time.Duration, bool) {
 	return oldest, true
 }
 
-// FormatAges renders ages for kcpcache.FreshnessAgeHeader.
-func FormatAges(ages map[string]time.Duration) string {
-	homes := make([]string, 0, len(ages))
-	for h := range ages {
-		homes = append(homes, h)
-	}
-	sort.Strings(homes)
-	parts := make([]string, 0, len(homes))
-	for _, h := range homes {
-		parts = append(parts, fmt.Sprintf("%s=%.3f", h, ages[h].Seconds()))
-	}
-	return strings.Join(parts, ", ")
-}
-
 // statusCauses turns refusals into the causes of a 503 Status: one cause
 // per home, its type the reason.
 func statusCauses(failed []*NotFresh) []metav1.StatusCause {

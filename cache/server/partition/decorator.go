@@ -22,7 +22,7 @@ import (
 //
 // The upstream cacheKeyFunc is ignored: it is computed from a context that
 // holds only the namespace, so it cannot know the partition.
-func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
+func NewStorageDecorator(trim HistoryTrim, majority Majority) generic.StorageDecorator {
 	return asStorageDecorator(func(
 		config *storagebackend.ConfigForResource,
 		registryPrefix, resourcePrefix string,
@@ -36,7 +36,7 @@ func NewStorageDecorator(trim HistoryTrim) generic.StorageDecorator {
 		if err != nil {
 			return nil, nil, err
 		}
-		source := newCacherSource(raw, trim)
+		source := newCacherSource(raw, trim, majority)
 
 		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
 			Storage:             source,

@@ -68,6 +68,9 @@ func (h HistoryTrim) withDefaults() HistoryTrim {
 type cacherSource struct {
 	storage.Interface
 	trim HistoryTrim
+	// majority, for a member of an in-memory group, keeps the cacher's
+	// watch through a lost majority (majority.go); nil otherwise.
+	majority Majority
 
 	mu        sync.Mutex
 	deletes   int
@@ -83,9 +86,9 @@ type cacherSource struct {
 // watchlist.DoesClientNotSupportWatchListSemantics.
 func (*cacherSource) IsWatchListSemanticsUnSupported() bool { return true }
 
-func newCacherSource(raw storage.Interface, trim HistoryTrim) *cacherSource {
+func newCacherSource(raw storage.Interface, trim HistoryTrim, majority Majority) *cacherSource {
 	trim = trim.withDefaults()
-	return &cacherSource{Interface: raw, trim: trim, lastEvent: trim.Clock.Now()}
+	return &cacherSource{Interface: raw, trim: trim, majority: majority, lastEvent: trim.Clock.Now()}
 }
 
 // Watch wraps the cacher's own watch (the only caller that asks etcd for
@@ -93,8 +96,18 @@ func newCacherSource(raw storage.Interface, trim HistoryTrim) *cacherSource {
 // that its events are counted and it can be ended.
 func (s *cacherSource) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	w, err := s.Interface.Watch(unscopedStorageContext(ctx), key, opts)
-	if err != nil || !opts.ProgressNotify || s.trim.MinDeletes < 0 {
+	if err != nil || !opts.ProgressNotify {
 		return w, err
+	}
+	if s.majority != nil {
+		w = newMajorityWatch(ctx, w, opts.ResourceVersion, s.majority, func(rv string) (watch.Interface, error) {
+			resumed := opts
+			resumed.ResourceVersion = rv
+			return s.Interface.Watch(unscopedStorageContext(ctx), key, resumed)
+		})
+	}
+	if s.trim.MinDeletes < 0 {
+		return w, nil
 	}
 	tw := newTrimmableWatch(w, s.observe)
 	s.mu.Lock()
@@ -106,7 +119,31 @@ func (s *cacherSource) Watch(ctx context.Context, key string, opts storage.ListO
 // GetList serves the watch cache's own list, its consistency checks and
 // the reads it delegates to storage; see unscopedStorageContext.
 func (s *cacherSource) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if err := s.needMajority(); err != nil {
+		return err
+	}
 	return s.Interface.GetList(unscopedStorageContext(ctx), key, opts, listObj)
+}
+
+// Stats counts the objects in etcd, which needs the majority; without it,
+// the count is unknown at once instead of after a timeout (a LIST then
+// reserves the whole list budget, dataplane/lists.go).
+func (s *cacherSource) Stats(ctx context.Context) (storage.Stats, error) {
+	if err := s.needMajority(); err != nil {
+		return storage.Stats{}, err
+	}
+	return s.Interface.Stats(ctx)
+}
+
+// needMajority refuses at once what etcd would make wait for a leader.
+func (s *cacherSource) needMajority() error {
+	if s.majority == nil {
+		return nil
+	}
+	if lost, since := s.majority.Lost(); lost {
+		return errMajorityLost(since)
+	}
+	return nil
 }
 
 func (s *cacherSource) observe(t watch.EventType) {

@@ -37,7 +37,7 @@ func next(t *testing.T, ch <-chan watch.Event) (watch.Event, bool) {
 func TestHistoryIsReleasedAfterMassDeletionAndQuiet(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Now())
 	fake := watch.NewFake()
-	s := newCacherSource(watchSource{fake: fake}, HistoryTrim{MinDeletes: 3, Idle: time.Minute, Clock: clock})
+	s := newCacherSource(watchSource{fake: fake}, HistoryTrim{MinDeletes: 3, Idle: time.Minute, Clock: clock}, nil)
 
 	if w, _ := s.Watch(context.Background(), "/p", storage.ListOptions{}); w != watch.Interface(fake) {
 		t.Fatalf("a watch without progress notifications (a client's) was wrapped")

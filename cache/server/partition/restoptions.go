@@ -15,6 +15,9 @@ type RESTOptionsGetter struct {
 	// HistoryTrim says when a watch cache releases the history of mass
 	// deletions; the zero value means the defaults.
 	HistoryTrim HistoryTrim
+	// Majority, for a member of an in-memory group, tells whether it is cut
+	// off from its majority (majority.go); nil otherwise.
+	Majority Majority
 }
 
 // GetRESTOptions implements generic.RESTOptionsGetter.
@@ -23,7 +26,7 @@ func (g RESTOptionsGetter) GetRESTOptions(resource schema.GroupResource, example
 	if err != nil {
 		return opts, err
 	}
-	opts.Decorator = NewStorageDecorator(g.HistoryTrim)
+	opts.Decorator = NewStorageDecorator(g.HistoryTrim, g.Majority)
 	// A copy: the delegate's configuration is not ours to change.
 	storageConfig := *opts.StorageConfig
 	storageConfig.Codec = answerCodec(resource, storageConfig.Codec)
