@@ -165,19 +165,30 @@ func (s *stream) waitApplied(ctx context.Context, rev int64, epoch string) (int6
 	}
 }
 
+// restartBackoff spaces a stream's attempts while its peer does not answer.
+// Its cap bounds how long a mirror takes to follow a home again after the
+// home returns: with a 10 s cap, a home that stopped cleanly (its port
+// refuses at once, so the delay climbs to the cap within seconds) was
+// followed again 7.6-9.9 s after its return. A failed attempt costs the
+// peer nothing (its connection is refused) or one LIST, so every 2 s per
+// stream is cheap; 2 s is also how often a cache polls its peers' homes.
+var restartBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 4, Cap: 2 * time.Second}
+
 // run lists and watches until ctx ends, starting over after any failure.
 func (s *stream) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("peer", s.peer.name, "resource", s.gvr.GroupResource().String())
 	ctx = klog.NewContext(ctx, logger)
-	backoff := wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 7, Cap: 10 * time.Second}
-	delay := backoff
+	delay := restartBackoff
 	for ctx.Err() == nil {
-		err := s.listAndWatch(ctx)
+		listed, err := s.listAndWatch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		if listed {
+			// The peer answered: a later interruption is a new one.
+			delay = restartBackoff
+		}
 		if err == nil {
-			delay = backoff
 			continue
 		}
 		logger.Info("Mirror stream interrupted; starting over", "err", err)
@@ -192,36 +203,37 @@ func (s *stream) run(ctx context.Context) {
 
 // listAndWatch makes the copies of the peer's home objects exact, then
 // follows the peer's changes until the watch ends. It returns nil when the
-// watch ended in a way that only needs a new list (expired resourceVersion).
-func (s *stream) listAndWatch(ctx context.Context) error {
+// watch ended in a way that only needs a new list (expired resourceVersion),
+// and whether the peer's list was applied.
+func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	res := s.peer.client.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
 	releaseGeneration := s.peer.holds.releaseGeneration()
 	list, err := res.List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("listing at the peer: %w", err)
+		return false, fmt.Errorf("listing at the peer: %w", err)
 	}
 	epoch, _ := s.peer.client.Epochs().Current()
 	s.listEpoch = epoch
 	rev, err := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
 	if err != nil {
-		return fmt.Errorf("the peer's list resourceVersion %q is not a revision: %w", list.GetResourceVersion(), err)
+		return false, fmt.Errorf("the peer's list resourceVersion %q is not a revision: %w", list.GetResourceVersion(), err)
 	}
 	if err := s.converge(ctx, list.Items); err != nil {
-		return err
+		return false, err
 	}
 	s.listed(rev, releaseGeneration)
 	s.advance(rev, epoch)
 	if s.peer.holds.releaseGeneration() != releaseGeneration {
 		// Partitions were released while this list was applied: it
 		// skipped them. List again.
-		return nil
+		return true, nil
 	}
 
 	resourceVersion := list.GetResourceVersion()
 	for ctx.Err() == nil {
 		w, err := res.Watch(ctx, metav1.ListOptions{ResourceVersion: resourceVersion, AllowWatchBookmarks: true})
 		if err != nil {
-			return fmt.Errorf("watching the peer: %w", err)
+			return true, fmt.Errorf("watching the peer: %w", err)
 		}
 		if epoch, _ := s.peer.client.Epochs().Current(); epoch != s.listEpoch {
 			// The peer answers in another epoch (its data was lost or
@@ -229,18 +241,18 @@ func (s *stream) listAndWatch(ctx context.Context) error {
 			// would wait silently for a revision it may never reach,
 			// dropping what comes before. List again.
 			w.Stop()
-			return nil
+			return true, nil
 		}
 		resourceVersion, err = s.follow(ctx, w, resourceVersion)
 		w.Stop()
 		if errors.Is(err, errRelist) {
-			return nil
+			return true, nil
 		}
 		if err != nil {
-			return err
+			return true, err
 		}
 	}
-	return nil
+	return true, nil
 }
 
 // errRelist ends a watch that must be followed by a new list at once.
