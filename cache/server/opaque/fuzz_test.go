@@ -3,7 +3,12 @@ package opaque
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // FuzzCheckKeys checks the key-case guard against encoding/json, the
@@ -103,6 +108,118 @@ func FuzzDecodeRequest(f *testing.F) {
 		}
 		if !semanticallyEqual(*o, *back) {
 			t.Fatalf("%s: decoded, encoded (%s) and decoded again differs", data, encoded)
+		}
+	})
+}
+
+// FuzzStoredRoundTrip: what a request decodes to is stored, read back as
+// the watch cache reads it (a partial object whose hot metadata is parsed
+// from the stored bytes) and stored again: the object is the same, every
+// metadata field the hot path answers agrees with a full parse, and the
+// second encoding is byte for byte the first.
+func FuzzStoredRoundTrip(f *testing.F) {
+	for _, s := range []string{
+		`{"apiVersion":"g/v1","kind":"W","metadata":{"name":"a","namespace":"n","uid":"u","generation":3,"labels":{"x":"y"},"annotations":{"kcp.io/cluster":"root","cache.kcp.io/shard":"amber"},"creationTimestamp":"2026-01-02T03:04:05Z"},"spec":{"a":[1,2]}}`,
+		`{"apiVersion":"g/v1","kind":"W","metadata":{"name":"a","resourceVersion":"12"}}`,
+		`{"apiVersion":"g/v1","kind":"W","metadata":{"deletionTimestamp":"2026-01-02T03:04:05Z","finalizers":["f"]}}`,
+		`{"apiVersion":"g/v1","kind":"W"}`,
+		`{"kind":"W","apiVersion":"g/v1","status":null,"metadata":{}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sent := &Object{}
+		if err := decodeRequest(data, sent); err != nil {
+			return
+		}
+		var first bytes.Buffer
+		if err := (Codec{MaxObjectBytes: 1 << 20}).Encode(sent, &first); err != nil {
+			return // too large, or metadata that does not encode
+		}
+		got, _, err := (Codec{}).Decode(first.Bytes(), nil, nil)
+		if err != nil {
+			t.Fatalf("%s stored as %s, which does not decode: %v", data, first.Bytes(), err)
+		}
+		stored := got.(*Object)
+		full := &Object{}
+		if err := decodeRequest(first.Bytes(), full); err != nil {
+			t.Fatalf("stored bytes %s are not a valid request body: %v", first.Bytes(), err)
+		}
+		for _, c := range []struct {
+			field     string
+			hot, full any
+		}{
+			{"name", stored.GetName(), full.GetName()},
+			{"namespace", stored.GetNamespace(), full.GetNamespace()},
+			{"uid", stored.GetUID(), full.GetUID()},
+			{"resourceVersion", stored.GetResourceVersion(), full.GetResourceVersion()},
+			{"generation", stored.GetGeneration(), full.GetGeneration()},
+			{"creationTimestamp", stored.GetCreationTimestamp().UTC().String(), full.GetCreationTimestamp().UTC().String()},
+			{"deletionTimestamp", fmt.Sprint(stored.GetDeletionTimestamp()), fmt.Sprint(full.GetDeletionTimestamp())},
+			{"labels", fmt.Sprint(stored.GetLabels()), fmt.Sprint(full.GetLabels())},
+			{"annotations", fmt.Sprint(stored.GetAnnotations()), fmt.Sprint(full.GetAnnotations())},
+		} {
+			if c.hot != c.full {
+				t.Fatalf("stored %s: %s reads %v from storage, %v from a full parse", first.Bytes(), c.field, c.hot, c.full)
+			}
+		}
+		shard, cluster := stored.PartitionAnnotations()
+		if a := full.GetAnnotations(); shard != a[kcpcache.AnnotationShard] || cluster != a[kcpcache.AnnotationCluster] {
+			t.Fatalf("stored %s: partition %q/%q, annotations say %q/%q", first.Bytes(), shard, cluster, a[kcpcache.AnnotationShard], a[kcpcache.AnnotationCluster])
+		}
+		var second bytes.Buffer
+		if err := (Codec{MaxObjectBytes: 1 << 20}).Encode(stored, &second); err != nil {
+			t.Fatalf("stored %s decodes but does not encode again: %v", first.Bytes(), err)
+		}
+		if !bytes.Equal(first.Bytes(), second.Bytes()) {
+			t.Fatalf("%s stored as %s, then as %s", data, first.Bytes(), second.Bytes())
+		}
+	})
+}
+
+// FuzzCheckJSONPatchKeys: a JSON patch the key-case guard lets through,
+// applied to an object whose every name is exact, builds an object that
+// reads the same to a case-insensitive decoder as to the server. Patches
+// that copy or move are left out: what they build is checked when the
+// patched object is decoded (decodeRequest), not here.
+func FuzzCheckJSONPatchKeys(f *testing.F) {
+	for _, s := range []string{
+		`[{"op":"replace","path":"/metadata/name","value":"x"}]`,
+		`[{"op":"add","path":"/metadata/Name","value":"x"}]`,
+		`[{"op":"add","path":"/Kind","value":"x"}]`,
+		`[{"op":"add","path":"/metadata","value":{"name":"a","NAME":"b"}}]`,
+		`[{"op":"add","path":"","value":{"kind":"a","KIND":"b"}}]`,
+		`[{"op":"add","path":"/metadata~1x","value":1}]`,
+		`{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	const base = `{"apiVersion":"g/v1","kind":"W","metadata":{"name":"a","uid":"u"}}`
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if !json.Valid(data) || CheckJSONPatchKeys(data) != nil {
+			return
+		}
+		var ops []struct {
+			Op string `json:"op"`
+		}
+		if json.Unmarshal(data, &ops) != nil {
+			return
+		}
+		for _, op := range ops {
+			if op.Op == "copy" || op.Op == "move" {
+				return
+			}
+		}
+		patch, err := jsonpatch.DecodePatch(data)
+		if err != nil {
+			return
+		}
+		patched, err := patch.Apply([]byte(base))
+		if err != nil {
+			return
+		}
+		if err := CheckKeys(patched); err != nil {
+			t.Fatalf("patch %s passed, but builds %s, refused: %v", data, patched, err)
 		}
 	})
 }
