@@ -259,6 +259,15 @@ type scaleResult struct {
 	burst429                   int64
 	rssPeakOverRest            float64
 	fanOut                     summary
+	// failedFrom is the first row letter the server did not get through
+	// (the rows before it were measured), and failure why; "" when every
+	// row was measured.
+	failedFrom, failure string
+}
+
+// measured reports whether the row of letter was measured.
+func (r *scaleResult) measured(letter string) bool {
+	return r.failedFrom == "" || letter < r.failedFrom
 }
 
 // runScale runs the scale phase for every size and server, adding rows to
@@ -279,6 +288,9 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 			if err != nil {
 				rep.note("scale: %s at %d objects failed: %v", srv.name, n, err)
 				continue
+			}
+			if res.failedFrom != "" {
+				rep.note("scale: %s at %d objects failed from row 11%s on: %s", srv.name, n, res.failedFrom, res.failure)
 			}
 			results[srv.name] = res
 		}
@@ -365,7 +377,10 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		return nil, err
 	}
 	if err := scaleBurst(ctx, cfg, s, l, n, float64(restRSS), res); err != nil {
-		return nil, fmt.Errorf("relist burst: %w", err)
+		// What was measured before the burst stands; the burst's rows
+		// say how it failed.
+		res.failedFrom, res.failure = "h", err.Error()
+		return res, nil
 	}
 	return res, nil
 }
@@ -634,10 +649,17 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 		r := &row{ID: id(letter), Metric: fmt.Sprintf("%s (%s objects)", metric, thousands(n)), Unit: unit, CacheValue: get(ours), Cache: format(get(ours)), Target: t, TargetOnValue: t != nil}
 		r.Ratio = math.NaN()
 		r.Baseline = "not run"
+		if !ours.measured(letter) {
+			r.CacheValue, r.Cache, r.TargetOnValue = 0, "failed: "+ours.failure, false
+		}
 		if kcp != nil {
-			r.BaselineValue = get(kcp)
-			r.Baseline = "kcp's cache-server: " + format(get(kcp))
-			r.Ratio = ratio(r.CacheValue, r.BaselineValue)
+			if kcp.measured(letter) {
+				r.BaselineValue = get(kcp)
+				r.Baseline = "kcp's cache-server: " + format(get(kcp))
+				r.Ratio = ratio(r.CacheValue, r.BaselineValue)
+			} else {
+				r.Baseline = "kcp's cache-server failed: " + kcp.failure
+			}
 		}
 		rep.add(r)
 	}
