@@ -48,6 +48,7 @@ type config struct {
 	duration        time.Duration
 	quick           bool
 	jsonOut         bool
+	jsonFile        string
 	markdownOut     bool
 	cpuProfile      string
 	profilePhase    string
@@ -112,6 +113,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the watch-phase writer runs")
 	fs.BoolVar(&c.quick, "quick", false, "small sizes that finish in under a minute (explicit flags still win)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
+	fs.StringVar(&c.jsonFile, "json-file", "", "also write the report as JSON to this file (e.g. for hack/perfplot, which draws the scale phase's curves)")
 	fs.BoolVar(&c.markdownOut, "markdown", false, "print the machine and the table in Markdown, as docs/performance.md shows them")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (server and clients, one process) to this file")
 	fs.StringVar(&c.profilePhase, "profile-phase", "all", "phase the CPU profile covers: all, "+strings.Join(phases, ", "))
@@ -328,6 +330,12 @@ func printReport(cfg config, rep *report, runErr error) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if cfg.jsonFile != "" {
+		if err := writeJSONFile(cfg.jsonFile, rep); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
 	if runErr != nil {
 		fmt.Fprintln(os.Stderr, "benchmark failed:", runErr)
 		return 1
@@ -429,4 +437,17 @@ func writeProfile(name, path string) {
 	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 	}
+}
+
+// writeJSONFile writes rep as JSON to path.
+func writeJSONFile(path string, rep *report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := rep.writeJSON(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
