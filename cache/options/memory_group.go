@@ -19,8 +19,14 @@ type MemoryGroupOptions struct {
 	// MemberName names this server's member among Peers.
 	MemberName string
 	// ClientURL is where this server's member serves the others' requests
-	// to change the group's membership (plain HTTP).
+	// to change the group's membership.
 	ClientURL string
+	// SecretFile holds the group's secret, the same at every server: the
+	// group's traffic is TLS with certificates of a CA derived from it.
+	SecretFile string
+	// Plaintext makes the group speak plain HTTP, without authentication,
+	// instead.
+	Plaintext bool
 }
 
 // MemoryPeer is one member of the group: its name and peer URL.
@@ -35,16 +41,28 @@ func NewMemoryGroupOptions() *MemoryGroupOptions { return &MemoryGroupOptions{} 
 // AddFlags adds the group's flags to fs.
 func (o *MemoryGroupOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Peers, "memory-peers", o.Peers,
-		"With --storage=memory: every server of the cache's in-memory group, this one included, as NAME=http://HOST:PORT (the peer URL of its embedded etcd), comma-separated. The group is one etcd cluster: a write is acknowledged once a majority holds it, and a restarted server copies the data from the others. Peer traffic is plain HTTP: keep it on a private network. Replaces --embedded-etcd-peer-port.")
+		"With --storage=memory: every server of the cache's in-memory group, this one included, as NAME=https://HOST:PORT (the peer URL of its embedded etcd; http:// with --memory-peer-plaintext), comma-separated. The group is one etcd cluster: a write is acknowledged once a majority holds it, and a restarted server copies the data from the others. Replaces --embedded-etcd-peer-port.")
 	fs.StringVar(&o.MemberName, "memory-member-name", o.MemberName,
 		"This server's NAME in --memory-peers.")
 	fs.StringVar(&o.ClientURL, "memory-client-url", o.ClientURL,
-		"With --memory-peers: http://HOST:PORT where this server's embedded etcd serves the other servers of the group (plain HTTP), through which a restarted server rejoins. It listens there (on every interface when HOST is a name).")
+		"With --memory-peers: https://HOST:PORT (http:// with --memory-peer-plaintext) where this server's embedded etcd serves the other servers of the group, through which a restarted server rejoins. It listens there (on every interface when HOST is a name).")
+	fs.StringVar(&o.SecretFile, "memory-group-secret-file", o.SecretFile,
+		"With --memory-peers: a file holding the group's secret (at least 32 bytes, e.g. from head -c 32 /dev/urandom), the same at every server of the group. Each server derives the group's CA from it and issues its own certificate: the group's traffic (peer URLs and --memory-client-url) is TLS, and only servers holding the secret take part.")
+	fs.BoolVar(&o.Plaintext, "memory-peer-plaintext", o.Plaintext,
+		"With --memory-peers, instead of --memory-group-secret-file: the group speaks plain HTTP without authentication, and anyone who reaches its URLs can read and change the cache's data. Only on a network nobody else reaches.")
 }
 
 // Enabled says whether the server is a member of a group.
 func (o *MemoryGroupOptions) Enabled() bool {
-	return len(o.Peers) > 0 || o.MemberName != "" || o.ClientURL != ""
+	return len(o.Peers) > 0 || o.MemberName != "" || o.ClientURL != "" || o.SecretFile != "" || o.Plaintext
+}
+
+// scheme is the scheme of the group's URLs.
+func (o *MemoryGroupOptions) scheme() string {
+	if o.Plaintext {
+		return "http"
+	}
+	return "https"
 }
 
 // Members parses Peers.
@@ -53,7 +71,7 @@ func (o *MemoryGroupOptions) Members() ([]MemoryPeer, error) {
 	for _, raw := range o.Peers {
 		name, u, ok := strings.Cut(raw, "=")
 		if !ok || name == "" {
-			return nil, fmt.Errorf("--memory-peers: %q is not NAME=http://HOST:PORT", raw)
+			return nil, fmt.Errorf("--memory-peers: %q is not NAME=%s://HOST:PORT", raw, o.scheme())
 		}
 		peers = append(peers, MemoryPeer{Name: name, URL: u})
 	}
@@ -77,6 +95,12 @@ func (o *MemoryGroupOptions) Validate(storage string) []error {
 	if len(peers) == 0 {
 		errs = append(errs, fmt.Errorf("--memory-member-name and --memory-client-url need --memory-peers"))
 	}
+	switch {
+	case o.SecretFile == "" && !o.Plaintext:
+		errs = append(errs, fmt.Errorf("--memory-peers needs --memory-group-secret-file (TLS between the servers), or --memory-peer-plaintext to speak plain HTTP without authentication"))
+	case o.SecretFile != "" && o.Plaintext:
+		errs = append(errs, fmt.Errorf("--memory-group-secret-file and --memory-peer-plaintext exclude each other"))
+	}
 	names, urls := map[string]bool{}, map[string]bool{}
 	for _, p := range peers {
 		if names[p.Name] {
@@ -86,7 +110,7 @@ func (o *MemoryGroupOptions) Validate(storage string) []error {
 			errs = append(errs, fmt.Errorf("--memory-peers: peer URL %s appears twice", p.URL))
 		}
 		names[p.Name], urls[p.URL] = true, true
-		if err := plainHostPortURL(p.URL); err != nil {
+		if err := hostPortURL(p.URL, o.scheme()); err != nil {
 			errs = append(errs, fmt.Errorf("--memory-peers: %s's %w", p.Name, err))
 		}
 	}
@@ -95,7 +119,7 @@ func (o *MemoryGroupOptions) Validate(storage string) []error {
 	}
 	if o.ClientURL == "" {
 		errs = append(errs, fmt.Errorf("--memory-peers needs --memory-client-url, through which a restarted server rejoins the group"))
-	} else if err := plainHostPortURL(o.ClientURL); err != nil {
+	} else if err := hostPortURL(o.ClientURL, o.scheme()); err != nil {
 		errs = append(errs, fmt.Errorf("--memory-client-url: %w", err))
 	} else if urls[o.ClientURL] {
 		errs = append(errs, fmt.Errorf("--memory-client-url %s is also a peer URL", o.ClientURL))
@@ -103,12 +127,12 @@ func (o *MemoryGroupOptions) Validate(storage string) []error {
 	return errs
 }
 
-// plainHostPortURL accepts http://HOST:PORT only: the group's traffic is
-// plain HTTP.
-func plainHostPortURL(raw string) error {
+// hostPortURL accepts SCHEME://HOST:PORT only: https, or http for a group
+// that speaks plain HTTP.
+func hostPortURL(raw, scheme string) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "http" || u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
-		return fmt.Errorf("%q is not an http://HOST:PORT URL (the group speaks plain HTTP)", raw)
+	if err != nil || u.Scheme != scheme || u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("%q is not a %s://HOST:PORT URL", raw, scheme)
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 
 func TestMemoryGroupFlagsReachOptions(t *testing.T) {
 	c := parse(t, "--root-directory="+t.TempDir(), "--storage=memory",
-		"--memory-peers=a=http://10.0.0.1:2380,b=http://10.0.0.2:2380,c=http://cache-c.internal:2380",
-		"--memory-member-name=b", "--memory-client-url=http://10.0.0.2:2381")
+		"--memory-peers=a=https://10.0.0.1:2380,b=https://10.0.0.2:2380,c=https://cache-c.internal:2380",
+		"--memory-member-name=b", "--memory-client-url=https://10.0.0.2:2381", "--memory-group-secret-file=/etc/kcp-cache/group-secret")
 	if errs := c.Validate(); len(errs) > 0 {
 		t.Fatalf("a valid group is refused: %v", errs)
 	}
@@ -18,32 +18,41 @@ func TestMemoryGroupFlagsReachOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []MemoryPeer{{"a", "http://10.0.0.1:2380"}, {"b", "http://10.0.0.2:2380"}, {"c", "http://cache-c.internal:2380"}}
-	if !reflect.DeepEqual(peers, want) || g.MemberName != "b" || g.ClientURL != "http://10.0.0.2:2381" {
+	want := []MemoryPeer{{"a", "https://10.0.0.1:2380"}, {"b", "https://10.0.0.2:2380"}, {"c", "https://cache-c.internal:2380"}}
+	if !reflect.DeepEqual(peers, want) || g.MemberName != "b" || g.ClientURL != "https://10.0.0.2:2381" || g.SecretFile != "/etc/kcp-cache/group-secret" || g.Plaintext {
 		t.Errorf("group options %+v, peers %v", g, peers)
 	}
 	if parse(t, "--root-directory="+t.TempDir()).EmbeddedEtcd.MemoryGroup.Enabled() {
 		t.Error("a group without --memory-peers")
 	}
+	plain := parse(t, "--root-directory="+t.TempDir(), "--storage=memory",
+		"--memory-peers=a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "--memory-member-name=a",
+		"--memory-client-url=http://10.0.0.1:2381", "--memory-peer-plaintext")
+	if errs := plain.Validate(); len(errs) > 0 {
+		t.Fatalf("a plain-HTTP group asked for by name is refused: %v", errs)
+	}
 }
 
 func TestMemoryGroupRefusesWhatCannotWork(t *testing.T) {
-	group := []string{"--storage=memory", "--memory-peers=a=http://10.0.0.1:2380,b=http://10.0.0.2:2380", "--memory-member-name=a", "--memory-client-url=http://10.0.0.1:2381"}
+	group := []string{"--storage=memory", "--memory-peers=a=https://10.0.0.1:2380,b=https://10.0.0.2:2380", "--memory-member-name=a", "--memory-client-url=https://10.0.0.1:2381", "--memory-group-secret-file=/secret"}
 	with := func(extra ...string) []string { return append(append([]string{}, group...), extra...) }
 	for _, tt := range []struct {
 		args []string
 		want string
 	}{
-		{[]string{"--memory-peers=a=http://10.0.0.1:2380", "--memory-member-name=a", "--memory-client-url=http://10.0.0.1:2381"}, "need --storage=memory"},
+		{[]string{"--memory-peers=a=https://10.0.0.1:2380", "--memory-member-name=a", "--memory-client-url=https://10.0.0.1:2381", "--memory-group-secret-file=/secret"}, "need --storage=memory"},
 		{with("--etcd-servers=http://10.0.0.9:2379"), "contradicts --etcd-servers"},
 		{with("--memory-member-name=z"), `"z" must be one of the names`},
-		{with("--memory-peers=a=http://10.0.0.1:2380,a=http://10.0.0.2:2380"), `name "a" appears twice`},
-		{with("--memory-peers=a=http://10.0.0.1:2380,b=http://10.0.0.1:2380"), "appears twice"},
-		{with("--memory-peers=a=https://10.0.0.1:2380"), "plain HTTP"},
-		{with("--memory-peers=a=http://10.0.0.1"), "not an http://HOST:PORT URL"},
-		{with("--memory-peers=http://10.0.0.1:2380"), "not NAME=http://HOST:PORT"},
+		{with("--memory-peers=a=https://10.0.0.1:2380,a=https://10.0.0.2:2380"), `name "a" appears twice`},
+		{with("--memory-peers=a=https://10.0.0.1:2380,b=https://10.0.0.1:2380"), "appears twice"},
+		{with("--memory-peers=a=http://10.0.0.1:2380,b=https://10.0.0.2:2380"), "not a https://HOST:PORT URL"},
+		{with("--memory-peer-plaintext"), "exclude each other"},
+		{[]string{"--storage=memory", "--memory-peers=a=https://10.0.0.1:2380", "--memory-member-name=a", "--memory-client-url=https://10.0.0.1:2381"}, "needs --memory-group-secret-file"},
+		{[]string{"--storage=memory", "--memory-peers=a=https://10.0.0.1:2380", "--memory-member-name=a", "--memory-client-url=http://10.0.0.1:2381", "--memory-peer-plaintext"}, "not a http://HOST:PORT URL"},
+		{with("--memory-peers=a=https://10.0.0.1"), "not a https://HOST:PORT URL"},
+		{with("--memory-peers=https://10.0.0.1:2380"), "not NAME=https://HOST:PORT"},
 		{with("--memory-client-url="), "needs --memory-client-url"},
-		{with("--memory-client-url=http://10.0.0.1:2380"), "also a peer URL"},
+		{with("--memory-client-url=https://10.0.0.1:2380"), "also a peer URL"},
 		{[]string{"--storage=memory", "--memory-member-name=a"}, "need --memory-peers"},
 		{with("--embedded-etcd-force-new-cluster"), "contradicts --memory-peers"},
 	} {

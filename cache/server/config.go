@@ -232,7 +232,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		if certsParent == "" {
 			certsParent = opts.EmbeddedEtcd.Directory
 		}
-		tlsFiles, err := embeddedetcd.GenerateTLS(filepath.Join(certsParent, EmbeddedEtcdCertsDirName))
+		tlsFiles, err := embeddedEtcdTLS(filepath.Join(certsParent, EmbeddedEtcdCertsDirName), opts.EmbeddedEtcd.MemoryGroup, ec.Group)
 		if err != nil {
 			return nil, fmt.Errorf("embedded etcd certificates: %w", err)
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"os"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -53,4 +54,25 @@ func memoryGroup(o *options.MemoryGroupOptions) (*embeddedetcd.Group, error) {
 		g.Peers = append(g.Peers, embeddedetcd.Peer{Name: m.Name, URL: m.URL})
 	}
 	return g, nil
+}
+
+// embeddedEtcdTLS writes the embedded member's certificates into dir: a CA
+// and identities of this process alone (embeddedetcd.GenerateTLS), or, for
+// a member of a group with a secret, the member's identity in the group,
+// which serves the group and this server alike (GenerateGroupTLS); the
+// group then speaks TLS.
+func embeddedEtcdTLS(dir string, o *options.MemoryGroupOptions, g *embeddedetcd.Group) (embeddedetcd.TLSFiles, error) {
+	if g == nil || o.SecretFile == "" {
+		return embeddedetcd.GenerateTLS(dir)
+	}
+	secret, err := os.ReadFile(o.SecretFile)
+	if err != nil {
+		return embeddedetcd.TLSFiles{}, fmt.Errorf("--memory-group-secret-file: %w", err)
+	}
+	files, err := embeddedetcd.GenerateGroupTLS(dir, secret, g.Name, g.Hosts())
+	if err != nil {
+		return embeddedetcd.TLSFiles{}, err
+	}
+	g.TLS = &files
+	return files, nil
 }

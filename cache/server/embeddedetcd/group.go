@@ -60,13 +60,18 @@ const (
 
 // Group makes an in-memory member one of several members of one cluster.
 // Its traffic (peers, and the client URL through which others change the
-// membership) is plain HTTP: keep it on a private network.
+// membership) is TLS with client certificates of the group's CA when TLS is
+// set (GenerateGroupTLS), plain HTTP otherwise.
 type Group struct {
 	// Name is this member's; it must be one of Peers.
 	Name string
 	// Peers is the whole group, this member included.
 	Peers []Peer
-	// ClientURL (http://host:port) is where this member serves the other
+	// TLS is this member's identity in the group and the group's CA, for
+	// its peer URL, its ClientURL and its requests to the others; nil: the
+	// group speaks plain HTTP, without authentication.
+	TLS *TLSFiles
+	// ClientURL (https://host:port, http:// without TLS) is where this member serves the other
 	// members' requests to change the membership. The member listens on
 	// it (on every interface when the host is a name, not an address).
 	ClientURL string
@@ -99,12 +104,48 @@ func (g Group) validate() error {
 	if _, ok := g.self(); !ok {
 		return fmt.Errorf("%w: member %q is not one of its peers", errGroupMisconfigured, g.Name)
 	}
+	scheme := g.scheme()
 	for _, raw := range append([]string{g.ClientURL}, g.peerURLs()...) {
-		if u, err := url.Parse(raw); err != nil || u.Scheme != "http" || u.Port() == "" {
-			return fmt.Errorf("%w: %q is not an http://host:port URL", errGroupMisconfigured, raw)
+		if u, err := url.Parse(raw); err != nil || u.Scheme != scheme || u.Port() == "" {
+			return fmt.Errorf("%w: %q is not an %s://host:port URL", errGroupMisconfigured, raw, scheme)
 		}
 	}
 	return nil
+}
+
+// scheme is the scheme of the group's URLs: https with TLS.
+func (g Group) scheme() string {
+	if g.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// httpClient reaches the other members' listeners, with this member's
+// certificate when the group speaks TLS.
+func (g Group) httpClient() (*http.Client, error) {
+	client := &http.Client{Timeout: groupProbeTimeout}
+	if g.TLS != nil {
+		cfg, err := g.TLS.ClientTLSConfig()
+		if err != nil {
+			return nil, err
+		}
+		client.Transport = &http.Transport{TLSClientConfig: cfg}
+	}
+	return client, nil
+}
+
+// Hosts names the hosts this member is reached at by the others: those of
+// its peer URL and its ClientURL.
+func (g Group) Hosts() []string {
+	var hosts []string
+	self, _ := g.self()
+	for _, raw := range []string{self.URL, g.ClientURL} {
+		if u, err := url.Parse(raw); err == nil && u.Hostname() != "" && !slices.Contains(hosts, u.Hostname()) {
+			hosts = append(hosts, u.Hostname())
+		}
+	}
+	return hosts
 }
 
 func (g Group) self() (Peer, bool) {
@@ -218,7 +259,7 @@ func (g Group) plan(ctx context.Context) (state, initialCluster string, err erro
 		}
 		running = true
 		for _, u := range a.clientURLs {
-			if strings.HasPrefix(u, "http://") && !slices.Contains(endpoints, u) {
+			if strings.HasPrefix(u, g.scheme()+"://") && !slices.Contains(endpoints, u) {
 				endpoints = append(endpoints, u)
 			}
 		}
@@ -249,7 +290,10 @@ type peerAnswer struct {
 // cluster; members that do not answer are left out. Something answering at
 // this member's own peer URL is an error: another process is this member.
 func (g Group) probe(ctx context.Context) ([]peerAnswer, error) {
-	client := &http.Client{Timeout: groupProbeTimeout}
+	client, err := g.httpClient()
+	if err != nil {
+		return nil, err
+	}
 	defer client.CloseIdleConnections()
 	var mu sync.Mutex
 	var answers []peerAnswer
@@ -322,7 +366,15 @@ func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
 	self, _ := g.self()
 	ctx, cancel := context.WithTimeout(ctx, groupReconfigureTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: groupProbeTimeout, Logger: zap.NewNop()})
+	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: groupProbeTimeout, Logger: zap.NewNop()}
+	if g.TLS != nil {
+		tlsConfig, err := g.TLS.ClientTLSConfig()
+		if err != nil {
+			return "", err
+		}
+		cc.TLS = tlsConfig
+	}
+	cli, err := clientv3.New(cc)
 	if err != nil {
 		return "", err
 	}
@@ -373,7 +425,10 @@ func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
 // answer now, as NAME (URL), so that an operator sees which servers of the
 // group to start or to reach.
 func (g Group) describeUnreachable(ctx context.Context) string {
-	client := &http.Client{Timeout: groupProbeTimeout}
+	client, err := g.httpClient()
+	if err != nil {
+		return err.Error()
+	}
 	defer client.CloseIdleConnections()
 	var mu sync.Mutex
 	var names []string

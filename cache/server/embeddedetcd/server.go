@@ -144,9 +144,14 @@ func (cfg Config) etcdConfig() (*embed.Config, string, error) {
 		ec.PeerTLSInfo = cfg.TLS.serverInfo()
 	}
 	if cfg.Group != nil {
-		// The group's peers speak plain HTTP (Group); the loopback client
-		// URL keeps its TLS.
+		// The group's peers speak TLS with the group's certificates (cfg.TLS
+		// is then the member's group identity, which serves the loopback
+		// client URL too), or plain HTTP.
 		ec.PeerTLSInfo = transport.TLSInfo{}
+		if cfg.Group.TLS != nil {
+			ec.PeerTLSInfo = cfg.Group.TLS.serverInfo()
+			ec.ClientTLSInfo = cfg.Group.TLS.serverInfo()
+		}
 		if err := cfg.Group.configure(ec); err != nil {
 			return nil, "", err
 		}

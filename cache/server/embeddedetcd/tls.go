@@ -1,7 +1,11 @@
 package embeddedetcd
 
 import (
+	"crypto/ed25519"
+	"crypto/hkdf"
+	"crypto/sha256"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"path/filepath"
 
@@ -68,4 +72,47 @@ func (f TLSFiles) serverInfo() transport.TLSInfo {
 		TrustedCAFile:  f.CAFile,
 		ClientCertAuth: true,
 	}
+}
+
+// GroupSecretMinBytes is the least a memory group's secret holds.
+const GroupSecretMinBytes = 32
+
+// GenerateGroupTLS writes into dir a member's identity in a group that
+// shares secret: the group's CA, which every member derives from the secret
+// alone (pki.NewCAFromSeed), and a certificate of that CA for this member,
+// valid for hosts (its peer and client URLs' hosts; 127.0.0.1, where its
+// own server reaches it, is added), to serve and as a client. A member
+// accepts only peers and clients with a certificate of the group's CA:
+// only processes holding the secret take part in the group. As with
+// GenerateTLS, the member's key is new at every start; the CA key is never
+// written.
+func GenerateGroupTLS(dir string, secret []byte, member string, hosts []string) (TLSFiles, error) {
+	if len(secret) < GroupSecretMinBytes {
+		return TLSFiles{}, fmt.Errorf("a memory group's secret must hold at least %d bytes, it holds %d", GroupSecretMinBytes, len(secret))
+	}
+	seed, err := hkdf.Key(sha256.New, secret, nil, "kcp-cache memory group CA", ed25519.SeedSize)
+	if err != nil {
+		return TLSFiles{}, err
+	}
+	ca, err := pki.NewCAFromSeed("kcp-cache-memory-group", seed)
+	if err != nil {
+		return TLSFiles{}, err
+	}
+	cert, key, err := ca.IssuePeer("kcp-cache-memory-group-"+member, append([]string{"127.0.0.1", "localhost"}, hosts...))
+	if err != nil {
+		return TLSFiles{}, err
+	}
+	f := TLSFiles{
+		CAFile:         filepath.Join(dir, "ca.crt"),
+		ServerCertFile: filepath.Join(dir, "member.crt"),
+		ServerKeyFile:  filepath.Join(dir, "member.key"),
+		ClientCertFile: filepath.Join(dir, "member.crt"),
+		ClientKeyFile:  filepath.Join(dir, "member.key"),
+	}
+	for path, data := range map[string][]byte{f.CAFile: ca.CertPEM, f.ServerCertFile: cert, f.ServerKeyFile: key} {
+		if err := pki.WriteFile(path, data); err != nil {
+			return TLSFiles{}, err
+		}
+	}
+	return f, nil
 }

@@ -2,10 +2,13 @@ package integration_test
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +33,7 @@ import (
 // loopback, all at once: a new group needs a majority of its members up
 // within the start timeout.
 // It returns the servers and the URLs at which their members serve the
-// group (plain HTTP).
+// group (TLS with the group's certificates).
 func startMemoryGroup(t *testing.T, n int) ([]*cachetest.Server, []string) {
 	t.Helper()
 	var peers []string
@@ -44,8 +47,18 @@ func startMemoryGroup(t *testing.T, n int) ([]*cachetest.Server, []string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		peers = append(peers, fmt.Sprintf("m%d=http://127.0.0.1:%d", i, peerPort))
-		clientURLs[i] = fmt.Sprintf("http://127.0.0.1:%d", clientPort)
+		peers = append(peers, fmt.Sprintf("m%d=https://127.0.0.1:%d", i, peerPort))
+		clientURLs[i] = fmt.Sprintf("https://127.0.0.1:%d", clientPort)
+	}
+	// The group's secret, as an operator hands it to every server: the
+	// group speaks TLS with certificates derived from it.
+	secretFile := filepath.Join(t.TempDir(), "group-secret")
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	servers := make([]*cachetest.Server, n)
 	errs := make([]error, n)
@@ -55,7 +68,7 @@ func startMemoryGroup(t *testing.T, n int) ([]*cachetest.Server, []string) {
 		ownEmbeddedEtcd(func(o *options.Options) {
 			o.EmbeddedEtcd.Storage = options.StorageMemory
 			g := o.EmbeddedEtcd.MemoryGroup
-			g.Peers, g.MemberName, g.ClientURL = peers, fmt.Sprintf("m%d", i), clientURLs[i]
+			g.Peers, g.MemberName, g.ClientURL, g.SecretFile = peers, fmt.Sprintf("m%d", i), clientURLs[i], secretFile
 		})(&o)
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
@@ -77,9 +90,15 @@ func startMemoryGroup(t *testing.T, n int) ([]*cachetest.Server, []string) {
 // through the group's members: enough, beyond the few thousand entries
 // etcd keeps, that a member joining afterwards is sent a snapshot, as
 // after a shard's full push, instead of the log from its start.
-func growRaftLog(ctx context.Context, t *testing.T, clientURLs []string, n int) {
+func growRaftLog(ctx context.Context, t *testing.T, through *cachetest.Server, clientURLs []string, n int) {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: clientURLs, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	// The member's own identity in the group (a client of the group needs
+	// a certificate of the group's CA).
+	tlsConfig, err := through.Server().EmbeddedEtcdTLS().ClientTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: clientURLs, TLS: tlsConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +232,7 @@ func TestMemoryGroupStaysWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	write([]int{0, 1}, "while-m2-down", 40)
-	growRaftLog(ctx, t, clientURLs[:2], 4000)
+	growRaftLog(ctx, t, servers[0], clientURLs[:2], 4000)
 
 	// No shard writes from here on: m2 refills from its peers only.
 	start := time.Now()
