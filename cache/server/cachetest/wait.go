@@ -56,8 +56,13 @@ func WaitForPath(ctx context.Context, cfg *rest.Config, path string) error {
 // Poll calls f until it returns nil, ctx ends or DefaultTimeout passes;
 // the error then includes f's last error.
 func Poll(ctx context.Context, f func(ctx context.Context) error) error {
+	return PollWithin(ctx, DefaultTimeout, f)
+}
+
+// PollWithin is Poll with its own timeout.
+func PollWithin(ctx context.Context, timeout time.Duration, f func(ctx context.Context) error) error {
 	last := fmt.Errorf("never checked")
-	err := wait.PollUntilContextTimeout(ctx, pollInterval, DefaultTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, pollInterval, timeout, true, func(ctx context.Context) (bool, error) {
 		last = f(ctx)
 		return last == nil, nil
 	})
@@ -71,7 +76,15 @@ func Poll(ctx context.Context, f func(ctx context.Context) error) error {
 // error when DefaultTimeout passes. what names the condition in the failure.
 func Eventually(t testing.TB, what string, f func(ctx context.Context) error) {
 	t.Helper()
-	if err := Poll(context.Background(), f); err != nil {
-		t.Fatalf("%s: not so within %s: %v", what, DefaultTimeout, err)
+	EventuallyWithin(t, what, DefaultTimeout, f)
+}
+
+// EventuallyWithin is Eventually with its own timeout, for conditions that
+// wait on upstream's own slow loops (a CRD's finalizer polls every 5 s and
+// lists through the loaded watch cache).
+func EventuallyWithin(t testing.TB, what string, timeout time.Duration, f func(ctx context.Context) error) {
+	t.Helper()
+	if err := PollWithin(context.Background(), timeout, f); err != nil {
+		t.Fatalf("%s: not so within %s: %v", what, timeout, err)
 	}
 }

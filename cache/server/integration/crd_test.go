@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -116,7 +117,9 @@ func TestRuntimeCRDDeletion(t *testing.T) {
 	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, "widgets.example.dev", metav1.DeleteOptions{}); err != nil {
 		t.Fatalf("deleting an unused CRD: %v", err)
 	}
-	cachetest.Eventually(t, "the unused CRD is deleted", func(context.Context) error {
+	// Upstream's CRD finalizer polls every 5 s; with the suite's parallel
+	// tests on two cores it took over a minute once.
+	cachetest.EventuallyWithin(t, "the unused CRD is deleted", 3*time.Minute, func(context.Context) error {
 		_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "widgets.example.dev", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil

@@ -204,7 +204,9 @@ func TestUnusedRuntimeTypeIsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cachetest.Eventually(t, "the unused type removed", func(ctx context.Context) error {
+	// The removal waits on upstream's CRD finalizer (5 s polls), slow when
+	// the suite's parallel tests share two cores.
+	cachetest.EventuallyWithin(t, "the unused type removed", 3*time.Minute, func(ctx context.Context) error {
 		_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, unused.GroupResource().String(), metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
