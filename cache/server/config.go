@@ -28,11 +28,9 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
-	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
-	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
@@ -204,58 +202,50 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	etcdOpts := *opts.Etcd
 	serving := *opts.SecureServing.SecureServingOptions
 
-	if opts.EmbeddedEtcd.Enabled {
-		ec, err := embeddedetcd.Config{
-			Directory:           opts.EmbeddedEtcd.Directory,
-			InMemory:            opts.EmbeddedEtcd.Storage == options.StorageMemory,
-			ClientPort:          opts.EmbeddedEtcd.ClientPort,
-			PeerPort:            opts.EmbeddedEtcd.PeerPort,
-			MaintenanceInterval: opts.EmbeddedEtcd.MaintenanceInterval,
-			QuotaBackendBytes:   opts.EmbeddedEtcd.QuotaBackendBytes,
-			WALSegmentSizeBytes: opts.EmbeddedEtcd.WALSegmentSizeBytes,
-			ListenMetricsURLs:   opts.EmbeddedEtcd.ListenMetricsURLs,
-			ForceNewCluster:     opts.EmbeddedEtcd.ForceNewCluster,
-		}.WithPorts()
-		if err != nil {
+	if err := applyEmbeddedEtcd(opts.EmbeddedEtcd, root, &etcdOpts, &derived); err != nil {
+		return nil, err
+	}
+	if err := applyStorage(root, etcdOpts, &derived); err != nil {
+		return nil, err
+	}
+
+	generic := newGenericConfig()
+	if host == nil {
+		if err := applyStandaloneServing(opts, &serving, generic, &derived); err != nil {
 			return nil, err
 		}
-		if ec.Group, err = memoryGroup(opts.EmbeddedEtcd.MemoryGroup); err != nil {
-			return nil, err
-		}
-		if ec.Group != nil {
-			ec.Majority = embeddedetcd.NewMajority(ec.Group.Names())
-		}
-		// Only this process may reach the member: TLS with client
-		// certificates, regenerated at every start under the root
-		// directory, or in the member's own directory without one.
-		certsParent := root
-		if certsParent == "" {
-			certsParent = opts.EmbeddedEtcd.Directory
-		}
-		tlsFiles, err := embeddedEtcdTLS(filepath.Join(certsParent, EmbeddedEtcdCertsDirName), opts.EmbeddedEtcd.MemoryGroup, ec.Group)
-		if err != nil {
-			return nil, fmt.Errorf("embedded etcd certificates: %w", err)
-		}
-		ec.TLS = &tlsFiles
-		derived.embeddedEtcd = &ec
-		transport := &etcdOpts.StorageConfig.Transport
-		transport.ServerList = []string{ec.ClientURL()}
-		transport.TrustedCAFile, transport.CertFile, transport.KeyFile = tlsFiles.CAFile, tlsFiles.ClientCertFile, tlsFiles.ClientKeyFile
+	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
+		return nil, err
 	}
-	derived.storage = etcdOpts.StorageConfig
-	if root != "" {
-		derived.epochFile = filepath.Join(root, epoch.FileName)
+	var extraCfg ExtraConfig
+	applyLimits(opts.Limits, generic, &extraCfg)
+	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
 	}
-	tokenFile := ""
-	if root != "" {
-		tokenFile = filepath.Join(root, authentication.AdminTokenFileName)
-	}
-	token, err := authentication.LoadOrCreateAdminToken(tokenFile)
+
+	crdExtra, err := applyStorageGetters(etcdOpts, derived, generic)
 	if err != nil {
 		return nil, err
 	}
-	derived.adminToken = token
+	if extraCfg.Hierarchy, err = hierarchyConfig(opts.Hierarchy); err != nil {
+		return nil, err
+	}
+	applyRemoval(opts.Removal, &extraCfg)
+	extraCfg.BootstrapCRDs = bootstrap.CRDs(types)
+	extraCfg.SyntheticDelay = opts.SyntheticDelay
+	return &Config{
+		Apiextensions: &apiextensionsapiserver.Config{
+			GenericConfig: generic,
+			ExtraConfig:   crdExtra,
+		},
+		Extra:   extraCfg,
+		derived: derived,
+	}, nil
+}
 
+// newGenericConfig is upstream's recommended configuration with what every
+// cache server sets regardless of its options.
+func newGenericConfig() *genericapiserver.RecommendedConfig {
 	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
 	// End watches as soon as shutdown starts (upstream's
 	// WithWatchTerminationDuringShutdown). Without it the HTTP server waits
@@ -271,24 +261,16 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
 	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
 
-	if host == nil {
-		if err := applyStandaloneServing(opts, &serving, generic, &derived); err != nil {
-			return nil, err
-		}
-	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
-		return nil, err
-	}
-	// Upstream's max-in-flight filter: API Priority and Fairness would need
-	// the flowcontrol API served, which this server does not serve.
-	generic.MaxRequestsInFlight = opts.Limits.MaxRequestsInFlight
-	generic.MaxMutatingRequestsInFlight = opts.Limits.MaxMutatingRequestsInFlight
-	generic.FlowControl = nil
-	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
+	return generic
+}
 
+// applyStorageGetters makes every registry, the CRD API's and every custom
+// resource's, store through the partitioned storage (partition.RESTOptionsGetter)
+// on the storage the etcd options name, and returns apiextensions' extra
+// configuration built on it.
+func applyStorageGetters(etcdOpts genericoptions.EtcdOptions, derived derivedConfig, generic *genericapiserver.RecommendedConfig) (apiextensionsapiserver.ExtraConfig, error) {
 	if err := etcdOpts.ApplyTo(&generic.Config); err != nil {
-		return nil, err
+		return apiextensionsapiserver.ExtraConfig{}, err
 	}
 	// A member of an in-memory group keeps serving what it holds when cut
 	// off from its majority (partition/majority.go).
@@ -302,35 +284,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(etcdOpts, generic.ResourceTransformers, generic.StorageObjectCountTracker)
 	extra, err := apiextensionsExtra(partition.RESTOptionsGetter{Delegate: crdOptionsGetter, Majority: majority}, generic)
 	if err != nil {
-		return nil, err
+		return apiextensionsapiserver.ExtraConfig{}, err
 	}
-	hierarchy, err := hierarchyConfig(opts.Hierarchy)
-	if err != nil {
-		return nil, err
-	}
-	cfg := &Config{
-		Apiextensions: &apiextensionsapiserver.Config{
-			GenericConfig: generic,
-			ExtraConfig:   extra,
-		},
-		Extra: ExtraConfig{
-			BootstrapCRDs: bootstrap.CRDs(types),
-			Removal: removal.Config{
-				ShardRetention: opts.Removal.ShardRetention,
-				TypeRetention:  opts.Removal.TypeRetention,
-				CheckInterval:  opts.Removal.CheckInterval,
-			},
-			SyntheticDelay: opts.SyntheticDelay,
-			Lists: dataplane.ListLimits{
-				MaxObjectsInFlight: opts.Limits.MaxListObjectsInFlight,
-				WaitTimeout:        opts.Limits.ListWaitTimeout,
-				ReturnMemory:       opts.Limits.ReturnMemoryAfterLists,
-			},
-			Hierarchy: hierarchy,
-		},
-		derived: derived,
-	}
-	return cfg, nil
+	return extra, nil
 }
 
 // applyStandaloneServing opens the cache's own secure listener with a
