@@ -20,6 +20,10 @@ const (
 	// DefaultEmbeddedEtcdMaintenanceInterval is how often the embedded etcd
 	// measures its file and defragments it when it is mostly free.
 	DefaultEmbeddedEtcdMaintenanceInterval = time.Minute
+
+	// DefaultEmbeddedEtcdStartTimeout is how long a start waits for the
+	// embedded etcd (a group's majority) to serve.
+	DefaultEmbeddedEtcdStartTimeout = time.Minute
 )
 
 // EmbeddedEtcdOptions configure the etcd member that runs inside the cache
@@ -56,13 +60,17 @@ type EmbeddedEtcdOptions struct {
 	// directory was restored from another installation.
 	ForceNewCluster bool
 
+	// StartTimeout bounds how long the server waits for its member to
+	// serve (for a member of a group: for a majority of the group).
+	StartTimeout time.Duration
+
 	// MemoryGroup makes several in-memory servers one group.
 	MemoryGroup *MemoryGroupOptions
 }
 
 // NewEmbeddedEtcdOptions returns kcp-compatible defaults.
 func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
-	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval, MemoryGroup: NewMemoryGroupOptions()}
+	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval, StartTimeout: DefaultEmbeddedEtcdStartTimeout, MemoryGroup: NewMemoryGroupOptions()}
 }
 
 // AddFlags adds the embedded etcd's flags to fs.
@@ -83,6 +91,8 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 		"URLs (http://host:port) where the embedded etcd also serves its /metrics and /health, without TLS.")
 	fs.BoolVar(&o.ForceNewCluster, "embedded-etcd-force-new-cluster", o.ForceNewCluster,
 		"Start the embedded etcd as a new one-member cluster from the data in its directory (etcd's --force-new-cluster), e.g. data restored from another installation.")
+	fs.DurationVar(&o.StartTimeout, "embedded-etcd-start-timeout", o.StartTimeout,
+		"How long the server waits for the embedded etcd to serve before it exits with an error; for a member of a memory group, for a majority of the group to be up (the error names the members it cannot reach).")
 	o.MemoryGroup.AddFlags(fs)
 }
 
@@ -110,6 +120,9 @@ func (o *EmbeddedEtcdOptions) Validate() []error {
 	var errs []error
 	if o.MaintenanceInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-maintenance-interval must be positive, got %s", o.MaintenanceInterval))
+	}
+	if o.StartTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-start-timeout must be positive, got %s", o.StartTimeout))
 	}
 	for name, port := range map[string]int{"--embedded-etcd-client-port": o.ClientPort, "--embedded-etcd-peer-port": o.PeerPort} {
 		if port < 0 || port > 65535 {

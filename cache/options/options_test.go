@@ -161,3 +161,16 @@ func TestLimitFlagsReachOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestEmbeddedEtcdStartTimeoutFlag(t *testing.T) {
+	c := parse(t, "--root-directory="+t.TempDir(), "--embedded-etcd-start-timeout=5s")
+	if errs := c.Validate(); len(errs) > 0 || c.EmbeddedEtcd.StartTimeout != 5*time.Second {
+		t.Errorf("--embedded-etcd-start-timeout=5s: %v, errors %v", c.EmbeddedEtcd.StartTimeout, errs)
+	}
+	if d := parse(t, "--root-directory="+t.TempDir()).EmbeddedEtcd.StartTimeout; d != DefaultEmbeddedEtcdStartTimeout {
+		t.Errorf("default start timeout %s, want %s", d, DefaultEmbeddedEtcdStartTimeout)
+	}
+	if errs := parse(t, "--root-directory="+t.TempDir(), "--embedded-etcd-start-timeout=0s").Validate(); len(errs) == 0 {
+		t.Error("--embedded-etcd-start-timeout=0s is accepted")
+	}
+}

@@ -37,6 +37,7 @@ func applyEmbeddedEtcd(o *options.EmbeddedEtcdOptions, root string, etcdOpts *ge
 		WALSegmentSizeBytes: o.WALSegmentSizeBytes,
 		ListenMetricsURLs:   o.ListenMetricsURLs,
 		ForceNewCluster:     o.ForceNewCluster,
+		StartTimeout:        o.StartTimeout,
 	}.WithPorts()
 	if err != nil {
 		return err
