@@ -151,6 +151,9 @@ func (w *world) confirmed(t *testing.T, shard string) client.PartitionFreshness 
 }
 
 func TestHeartbeatAdvancesAndReportsThePartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (waits for heartbeats to advance): skipped with -short")
+	}
 	t.Parallel()
 	w := newWorld(t)
 	created := w.createLocal(t, "indigo", "root", "payments", map[string]interface{}{"v": int64(1)})
@@ -251,6 +254,9 @@ func hasColumn(table map[string]interface{}, name string) bool {
 }
 
 func TestStoppedShardAgesWhileItsDataStaysReadable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (waits for a stopped shard to age): skipped with -short")
+	}
 	t.Parallel()
 	w := newWorld(t)
 	w.createLocal(t, "amber", "root", "payments", nil)
@@ -406,6 +412,9 @@ func TestEpochChangeMakesEveryShardRepush(t *testing.T) {
 // A shard restored from a backup has objects older than their copies: they
 // are mirrored all the same, and the heartbeat reports it.
 func TestOriginWentBackInTimeIsMirroredAndReported(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a shard that goes back in time, waits for the hook to report it): skipped with -short")
+	}
 	t.Parallel()
 	w := newWorld(t)
 	w.createLocal(t, "amber", "root", "payments", map[string]interface{}{"v": "old"})

@@ -29,6 +29,9 @@ var clusters = []string{"root", "org", "team"}
 // the shards; each uses its own shard names, so they share nothing but the
 // servers.
 func TestControllerKeepsEachShardsCopiesInItsPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several shards converging): skipped with -short")
+	}
 	h := newHarness(t)
 	t.Run("converges same names across clusters", func(t *testing.T) { testConverges(t, h) })
 	t.Run("repairs copies edited or deleted in the cache", func(t *testing.T) { testRepairs(t, h) })

@@ -76,6 +76,9 @@ func operatorArgs(base string, etcd *cachetest.EtcdCluster, secure, etcdClient, 
 // shared system:masters certificate writing every shard's partition. It
 // becomes ready, serves, and writes nowhere else.
 func TestKcpOperatorDeployment(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (kcp-operator's deployment of the cache, several processes): skipped with -short")
+	}
 	for _, external := range []bool{false, true} {
 		name := "embedded etcd"
 		if external {
@@ -263,6 +266,9 @@ func testKcpOperatorDeployment(t *testing.T, external bool) {
 // O=system:masters from its client CA. Ports here are free ones instead of
 // 8012, 8010 and 8011; the delay is non-zero so that it shows.
 func TestKcpShardedTestServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (kcp's sharded test environment's cache start, several processes): skipped with -short")
+	}
 	const delay = 250 * time.Millisecond
 	work := t.TempDir()
 	root := filepath.Join(work, ".kcp-cache")

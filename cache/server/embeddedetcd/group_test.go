@@ -81,6 +81,9 @@ func plainClient(t *testing.T, cfg Config) *clientv3.Client {
 // cluster again and holds every key the others hold, in the same cluster;
 // when every member restarts, the group is new and empty.
 func TestGroupMemberRejoinsWithEveryKey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a group of three, a member rejoining after a snapshot): skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -152,6 +155,9 @@ func TestGroupMemberRejoinsWithEveryKey(t *testing.T) {
 // they must not start a new cluster beside it. They give up at the start
 // timeout, saying why.
 func TestGroupWithoutMajorityRefusesToRejoin(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (waits for a start timeout): skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -183,6 +189,9 @@ func TestGroupWithoutMajorityRefusesToRejoin(t *testing.T) {
 // changed its membership (etcd then refuses another change for a few
 // seconds, and the member retries).
 func TestGroupSurvivesARollingRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a group of three members restarted one by one): skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -47,6 +47,9 @@ func newSecret(t *testing.T) []byte {
 // member holding another secret is not taken in, and a client without a
 // certificate of the group's CA reads nothing.
 func TestGroupOverTLSTakesOnlyHoldersOfTheSecret(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (waits for a start timeout): skipped with -short")
+	}
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

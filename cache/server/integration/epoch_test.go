@@ -68,6 +68,9 @@ func TestEpochChangesWithAnEmptyEtcd(t *testing.T) {
 // marker of its time; only its revision, lower than the server has seen,
 // tells it apart from a restart.
 func TestEpochChangesWhenEtcdIsRestoredFromACopy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (restarts on a copied etcd directory): skipped with -short")
+	}
 	t.Parallel()
 	srv := cachetest.StartServer(t)
 	ctx := testContext(t)

@@ -21,6 +21,9 @@ import (
 // consistent answer includes everything it acknowledged. The refusal would
 // last until the partition changed again.
 func TestReaderMovingToTheHomeIsNotRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "b")
 	a, b := regions["a"], regions["b"]

@@ -18,6 +18,9 @@ import (
 // included; --authorization-always-allow-paths opens non-resource paths to
 // anonymous clients and nothing else; --profiler-address serves pprof.
 func TestKcpFlagsTakeEffect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (starts the server with every kcp flag): skipped with -short")
+	}
 	const delay = 200 * time.Millisecond
 	profilerPort, err := ports.Reserve()
 	if err != nil {

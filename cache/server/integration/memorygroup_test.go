@@ -189,6 +189,9 @@ func diffExports(got, want map[string]string) string {
 // shard writes is whole again from the others, in the same epoch; a group
 // restarted as a whole is empty, in a new epoch.
 func TestMemoryGroupStaysWhole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a group of three servers restarted one by one and as a whole): skipped with -short")
+	}
 	t.Parallel()
 	servers, clientURLs := startMemoryGroup(t, 3)
 	ctx := testContext(t)
@@ -313,6 +316,9 @@ func keys(m map[string]string) []string {
 // (kcpcache.FreshnessAgeHeader), while a consistent read, which needs a
 // quorum, and a write are refused with 503 and the reason.
 func TestMemoryGroupSurvivorServesStaleReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a group of three servers, two stopped, read for 8 s): skipped with -short")
+	}
 	t.Parallel()
 	servers, _ := startMemoryGroup(t, 3)
 	ctx := testContext(t)

@@ -109,6 +109,9 @@ func wantStatus(t *testing.T, what string, err error, code int32, reason, field 
 // old rule, homes learnt from who wrote, made the writing cache the home
 // and the real home replace its objects with the one written elsewhere.)
 func TestRegionsWriteAtAnotherCacheNeverMovesAHome(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "east", "west", "south")
 	east, west, south := regions["east"], regions["west"], regions["south"]
@@ -159,6 +162,9 @@ func TestRegionsWriteAtAnotherCacheNeverMovesAHome(t *testing.T) {
 // back, the first cache to take the new shard is its home, and the other
 // refuses it with 403.
 func TestRegionsWriteWhileCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	aToB, bToA := newLinkCutter(), newLinkCutter()
 	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
@@ -210,6 +216,9 @@ func TestRegionsWriteWhileCut(t *testing.T) {
 // instead of answering less than the home holds; it refuses shard-south's
 // writes with 403 naming south.
 func TestRegionsChainIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegionsWith(t, ctx, nil, func(from, to string) bool {
 		return !(from == "east" && to == "south") && !(from == "south" && to == "east")
@@ -243,6 +252,9 @@ func TestRegionsChainIsRefused(t *testing.T) {
 // writes and consistent reads, the table names both), both keep their own
 // objects, and the operator resolves it with --adopt-shard.
 func TestRegionsHomeConflictKeepsBothSides(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "b")
 	a, b := regions["a"], regions["b"]
@@ -327,6 +339,9 @@ func TestRegionsHomeConflictKeepsBothSides(t *testing.T) {
 // is named there) and takes the shard's writes again; the mirror neither
 // claims the shard nor drops its copies.
 func TestRegionsHomeLosesItsStorage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "b")
 	a, b := regions["a"], regions["b"]
@@ -368,6 +383,9 @@ func TestRegionsHomeLosesItsStorage(t *testing.T) {
 // names must be covered by the answer: the counter in it is at least the
 // one the shard wrote at that revision (the writer's own record).
 func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "b")
 	a, b := regions["a"], regions["b"]

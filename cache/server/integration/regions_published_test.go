@@ -20,6 +20,9 @@ import (
 // every write west acknowledged before it, and a stale read says how old
 // the copy is.
 func TestRegionsPublishedResourceReadWithoutIdentityAtAMirror(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "east", "west")
 	east, west := regions["east"], regions["west"]

@@ -19,6 +19,9 @@ import (
 // (answering 503 MirrorBehind meanwhile), against 1.2-2.2 s after a
 // SIGKILL. The outage lasts long enough for any spacing to reach its cap.
 func TestRegionsMirrorFollowsAHomeSoonAfterACleanStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "b")
 	a, b := regions["a"], regions["b"]

@@ -187,6 +187,9 @@ func (r *region) get(ctx context.Context, t *testing.T, path string) (int, http.
 // reads with their age and consistent reads refused with the reason; when
 // it returns, everything converges and nothing acknowledged is lost.
 func TestRegionsMirrorEachOther(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "b", "c")
 	a, b, c := regions["a"], regions["b"], regions["c"]
@@ -293,6 +296,9 @@ func TestRegionsMirrorEachOther(t *testing.T) {
 // 503 HomeRestored) until the shard has converged its partition at the
 // home again, and only then follows it.
 func TestRegionsHomeRestoredFromBackupNeverGoesBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "c")
 	a, c := regions["a"], regions["c"]
@@ -435,6 +441,9 @@ func putConvergedHeartbeat(ctx context.Context, t *testing.T, r *region, shard s
 // the home is cut) is refused the older answer by cache/client, and
 // accepts the mirror again once it has caught up.
 func TestReaderNeverGoesBackAcrossCaches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	link := newLinkCutter()
 	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
@@ -591,6 +600,9 @@ func (l *linkCutter) restore() {
 // other data: what a reader compares is the last change of the partition
 // it reads.
 func TestReaderMovesBetweenMirrorsWhileTheHomeIsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (three caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	link := newLinkCutter()
 	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
@@ -660,6 +672,9 @@ func TestReaderMovesBetweenMirrorsWhileTheHomeIsDown(t *testing.T) {
 // shard has is lost on the way, its old home turns into a mirror of it, and
 // its writes are accepted only at the new home.
 func TestShardMovesHome(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
 	ctx := testContext(t)
 	regions := startRegions(t, ctx, "a", "c")
 	a, c := regions["a"], regions["c"]

@@ -23,6 +23,9 @@ import (
 // killed, all reach a watch and a list through the other: nothing
 // acknowledged is lost.
 func TestScaleOutThreeMembersTwoServersLoseNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (three etcd members and two servers): skipped with -short")
+	}
 	t.Parallel()
 	cluster := cachetest.StartEtcdCluster(t, 3)
 	writer := cachetest.StartServer(t, cachetest.WithFlags(cluster.Flags))

@@ -52,6 +52,9 @@ func embeddedEtcdClient(t *testing.T, srv *cachetest.Server) *clientv3.Client {
 // --storage=memory keeps nothing on disk; a restarted server is a new etcd
 // cluster and starts empty.
 func TestInMemoryStorageStartsEmptyAtEveryStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several restarts): skipped with -short")
+	}
 	t.Parallel()
 	srv := cachetest.StartServer(t, ownEmbeddedEtcd(func(o *options.Options) { o.EmbeddedEtcd.Storage = options.StorageMemory }))
 	ctx := testContext(t)
@@ -81,6 +84,9 @@ func TestInMemoryStorageStartsEmptyAtEveryStart(t *testing.T) {
 // shrinks: the apiserver compacts the history, and the member defragments
 // its file once most of it is free.
 func TestEmbeddedEtcdFileShrinksAfterDeletions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (fills and empties the etcd file): skipped with -short")
+	}
 	t.Parallel()
 	srv := cachetest.StartServer(t, ownEmbeddedEtcd(func(o *options.Options) {
 		o.EmbeddedEtcd.MaintenanceInterval = 200 * time.Millisecond

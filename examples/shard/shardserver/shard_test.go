@@ -155,6 +155,9 @@ func TestTwoShardsPushToOneCache(t *testing.T) {
 // A shard whose cache is down at start is ready (its own API works) and
 // degraded; once the cache is up it recovers and converges, losing nothing.
 func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a shard waits for a cache that starts late): skipped with -short")
+	}
 	t.Parallel()
 	ctx := testContext(t)
 	cacheRoot := t.TempDir()
@@ -203,6 +206,9 @@ func TestShardStartedWithTheCacheDownIsReadyDegradedThenConverges(t *testing.T) 
 // replication controller writes its partition, its global informers and
 // the hook's probe read through */* and /readyz.
 func TestFallbackLookupsSurviveTheOriginShard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (two shards, one stopped): skipped with -short")
+	}
 	t.Parallel()
 	ctx := testContext(t)
 	ids, err := run.NewIdentities(t.TempDir())
