@@ -7,6 +7,8 @@ go 1.26.0
 
 require github.com/kcp-cache/kcp-cache v0.0.0
 
+require github.com/anishathalye/porcupine v1.3.1 // indirect
+
 replace github.com/kcp-cache/kcp-cache => ../..
 
 // kcp v0.32.3 go.mod: its requirements (without the modules it stages in its own tree but

@@ -1,0 +1,194 @@
+package robustness
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Op is one recorded operation: what a client asked, when, and what it was
+// answered.
+type Op struct {
+	Client int    `json:"client"`
+	Input  Input  `json:"input"`
+	Output Output `json:"output"`
+	// Call and Return are nanoseconds since the history began; Return is
+	// neverReturned for a write whose outcome is unknown.
+	Call   int64 `json:"call"`
+	Return int64 `json:"return"`
+}
+
+// WatchEvent is one event a watch delivered, or the watch's end.
+type WatchEvent struct {
+	// Session numbers the watch requests of one watcher in order; a
+	// resumed watch starts a new session from the last revision seen.
+	Session int `json:"session"`
+	// FromRV is the revision the session's watch started from.
+	FromRV int64  `json:"fromRV"`
+	Type   string `json:"type"` // ADDED, MODIFIED, DELETED, BOOKMARK, or GONE (410: relisted)
+	Key    string `json:"key,omitempty"`
+	Value  string `json:"value,omitempty"`
+	RV     int64  `json:"rv"`
+}
+
+// History is everything a run recorded.
+type History struct {
+	Ops []Op `json:"ops"`
+	// Watches holds each watcher's events.
+	Watches [][]WatchEvent `json:"watches"`
+	// Faults lists what was injected, for the report.
+	Faults []string `json:"faults"`
+}
+
+// Recorder collects a history from concurrent clients.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	h     History
+}
+
+// NewRecorder starts a history now.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now is the history's clock.
+func (r *Recorder) Now() int64 { return time.Since(r.start).Nanoseconds() }
+
+// Record adds an operation; a write whose outcome is unknown never
+// returned, as far as the history knows.
+func (r *Recorder) Record(op Op) {
+	if op.Output.Status == StatusUnknown {
+		op.Return = neverReturned
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Ops = append(r.h.Ops, op)
+}
+
+// Fault records an injected fault.
+func (r *Recorder) Fault(what string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Faults = append(r.h.Faults, fmt.Sprintf("%s at %s", what, time.Since(r.start).Round(time.Millisecond)))
+}
+
+// AddWatch adds one watcher's events.
+func (r *Recorder) AddWatch(events []WatchEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.Watches = append(r.h.Watches, events)
+}
+
+// History returns what was recorded.
+func (r *Recorder) History() History {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := r.h
+	h.Ops = append([]Op(nil), r.h.Ops...)
+	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
+	return h
+}
+
+// Violation is one broken promise, named, with what shows it.
+type Violation struct {
+	Check   string `json:"check"` // "linearizability", "watch-order", "watch-duplicate", "watch-gap", "watch-content"
+	Details string `json:"details"`
+}
+
+func (v Violation) String() string { return v.Check + ": " + v.Details }
+
+// Report is the result of checking a history.
+type Report struct {
+	Operations int `json:"operations"`
+	// Writes and Reads count the operations by kind; Unknown the writes
+	// whose outcome the client did not learn.
+	Writes, Reads, Unknown int
+	WatchEvents            int
+	Faults                 []string
+	// UnknownErrors are the errors of the writes of unknown outcome.
+	UnknownErrors []string
+	Violations             []Violation
+}
+
+// Check checks a history against the models.
+func Check(h History, timeout time.Duration) Report {
+	rep := Report{Operations: len(h.Ops), Faults: h.Faults}
+	ops := make([]porcupine.Operation, 0, len(h.Ops))
+	for _, op := range h.Ops {
+		switch {
+		case op.Input.Op == OpGet:
+			rep.Reads++
+		case op.Output.Status == StatusUnknown:
+			rep.Writes++
+			rep.Unknown++
+			rep.UnknownErrors = append(rep.UnknownErrors, op.Output.Error)
+		default:
+			rep.Writes++
+		}
+		ops = append(ops, porcupine.Operation{ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return})
+	}
+	result, info := porcupine.CheckOperationsVerbose(Model.ToModel(), ops, timeout)
+	switch result {
+	case porcupine.Illegal:
+		rep.Violations = append(rep.Violations, Violation{Check: "linearizability", Details: describeIllegal(info)})
+	case porcupine.Unknown:
+		rep.Violations = append(rep.Violations, Violation{Check: "linearizability", Details: fmt.Sprintf("the checker did not finish within %s", timeout)})
+	}
+	for _, w := range h.Watches {
+		rep.WatchEvents += len(w)
+		rep.Violations = append(rep.Violations, checkWatch(w, h.Ops)...)
+	}
+	return rep
+}
+
+// describeIllegal names the key whose history has no linearization and its
+// longest partial one.
+func describeIllegal(info porcupine.LinearizationInfo) string {
+	partials := info.PartialLinearizationsOperations()
+	for _, p := range partials {
+		if len(p) == 0 {
+			continue
+		}
+		longest := p[0]
+		for _, l := range p {
+			if len(l) > len(longest) {
+				longest = l
+			}
+		}
+		if len(longest) == 0 {
+			continue
+		}
+		desc := fmt.Sprintf("key %s: no order of its operations explains the answers; the longest order that does: ", longest[0].Input.(Input).Key)
+		for i, op := range longest {
+			if i > 0 {
+				desc += ", "
+			}
+			desc += Model.DescribeOperation(op.Input, op.Output)
+		}
+		return desc
+	}
+	return "no linearization"
+}
+
+// Save writes h as JSON to path.
+func (h History) Save(path string) error {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// LoadHistory reads a history Save wrote.
+func LoadHistory(path string) (History, error) {
+	var h History
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return h, err
+	}
+	return h, json.Unmarshal(data, &h)
+}

@@ -1,0 +1,169 @@
+package robustness
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+)
+
+// SeededFault names a deliberate bug the proxy can switch on, to show that
+// the checks catch it. None is ever on unless a test switches it on; the
+// proxy exists only in this package's tests.
+type SeededFault string
+
+const (
+	// StaleConsistentRead answers a consistent read of an object, now and
+	// then, with an earlier answer for the same object: the read does not
+	// hold every write acknowledged before it was sent.
+	StaleConsistentRead SeededFault = "stale-consistent-read"
+	// WatchSkipsAnEvent drops the first change of every watch started from
+	// a resourceVersion.
+	WatchSkipsAnEvent SeededFault = "watch-skips-an-event"
+	// WatchReordersEvents delivers a watch's first two changes in reverse
+	// order.
+	WatchReordersEvents SeededFault = "watch-reorders-events"
+)
+
+// Proxy stands between the clients and the cache: it forwards everything,
+// with the identity of its transport, and injects the seeded fault that is
+// on.
+type Proxy struct {
+	URL      string
+	listener net.Listener
+	server   *http.Server
+	fault    atomic.Value // SeededFault
+	mu       sync.Mutex
+	answers  map[string][]byte // earlier answers of consistent object reads, by path
+	flip     atomic.Int64
+}
+
+// NewProxy forwards to target through transport.
+func NewProxy(target *url.URL, transport http.RoundTripper) (*Proxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, answers: map[string][]byte{}}
+	p.fault.Store(SeededFault(""))
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Host = target.Host
+		},
+		Transport:      transport,
+		FlushInterval:  -1,
+		ModifyResponse: p.modify,
+	}
+	p.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if body, ok := p.staleAnswer(req); ok {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(body)
+			return
+		}
+		rp.ServeHTTP(w, req)
+	})}
+	go func() { _ = p.server.Serve(l) }()
+	return p, nil
+}
+
+// Enable switches fault on (empty: none).
+func (p *Proxy) Enable(fault SeededFault) { p.fault.Store(fault) }
+
+func (p *Proxy) active(f SeededFault) bool { return p.fault.Load().(SeededFault) == f }
+
+// Close stops the proxy.
+func (p *Proxy) Close() error { return p.server.Close() }
+
+// isConsistentObjectRead: a GET of one object without a resourceVersion.
+func isConsistentObjectRead(req *http.Request) bool {
+	q := req.URL.Query()
+	return req.Method == http.MethodGet && q.Get("watch") == "" && q.Get("resourceVersion") == "" && !bytes.HasSuffix([]byte(req.URL.Path), []byte("/apiexports"))
+}
+
+// staleAnswer answers every other consistent object read with the earlier
+// answer kept for its path, when StaleConsistentRead is on.
+func (p *Proxy) staleAnswer(req *http.Request) ([]byte, bool) {
+	if !p.active(StaleConsistentRead) || !isConsistentObjectRead(req) || p.flip.Add(1)%2 == 0 {
+		return nil, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	body, ok := p.answers[req.URL.Path]
+	return body, ok
+}
+
+func (p *Proxy) modify(resp *http.Response) error {
+	req := resp.Request
+	if isConsistentObjectRead(req) && resp.StatusCode == http.StatusOK {
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		p.mu.Lock()
+		if _, kept := p.answers[req.URL.Path]; !kept {
+			// The first answer stays: later answers are newer.
+			p.answers[req.URL.Path] = body
+		}
+		p.mu.Unlock()
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		return nil
+	}
+	q := req.URL.Query()
+	if q.Get("watch") != "true" || q.Get("resourceVersion") == "" || q.Get("resourceVersion") == "0" {
+		return nil
+	}
+	skip, reorder := p.active(WatchSkipsAnEvent), p.active(WatchReordersEvents)
+	if !skip && !reorder {
+		return nil
+	}
+	in := resp.Body
+	pr, pw := io.Pipe()
+	resp.Body = pr
+	resp.Header.Del("Content-Length")
+	go func() {
+		defer func() { _ = in.Close() }()
+		dec := json.NewDecoder(in)
+		enc := json.NewEncoder(pw)
+		changes := 0
+		var held json.RawMessage
+		for {
+			var ev struct {
+				Type   string          `json:"type"`
+				Object json.RawMessage `json:"object"`
+			}
+			if err := dec.Decode(&ev); err != nil {
+				_ = pw.CloseWithError(err)
+				return
+			}
+			raw, _ := json.Marshal(ev)
+			if ev.Type == "ADDED" || ev.Type == "MODIFIED" || ev.Type == "DELETED" {
+				changes++
+				switch {
+				case skip && changes == 1:
+					continue
+				case reorder && changes == 1:
+					held = raw
+					continue
+				case reorder && changes == 2:
+					if err := writeRaw(enc, raw); err != nil {
+						return
+					}
+					raw = held
+				}
+			}
+			if err := writeRaw(enc, raw); err != nil {
+				return
+			}
+		}
+	}()
+	return nil
+}
+
+func writeRaw(enc *json.Encoder, raw json.RawMessage) error { return enc.Encode(raw) }

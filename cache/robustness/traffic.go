@@ -1,0 +1,213 @@
+package robustness
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+)
+
+// Resource is the type the traffic writes: APIExports, as kcp's shards
+// push them (the cache serves it schema-less).
+var Resource = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}
+
+// Traffic is the clients of one run: writers over a few keys (the same keys
+// from several writers, so that their writes race), each reading a key
+// before it writes it.
+type Traffic struct {
+	Writers int
+	Keys    int
+	// Rec records every operation.
+	Rec *Recorder
+}
+
+// requestTimeout bounds every request: a write that times out has an
+// unknown outcome.
+const requestTimeout = 10 * time.Second
+
+// Run sends traffic through c until ctx ends.
+func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
+	var wg sync.WaitGroup
+	for id := range tr.Writers {
+		wg.Go(func() {
+			rng := rand.New(rand.NewSource(int64(id) + time.Now().UnixNano()))
+			for seq := 0; ctx.Err() == nil; seq++ {
+				key := fmt.Sprintf("k%d", rng.Intn(tr.Keys))
+				value := fmt.Sprintf("c%d-%d", id, seq)
+				got := tr.get(ctx, c, id, key)
+				switch {
+				case got == nil:
+					continue
+				case got.Status == StatusNotFound:
+					tr.write(ctx, c, id, Input{Op: OpCreate, Key: key, Value: value})
+				case rng.Intn(4) == 0:
+					tr.write(ctx, c, id, Input{Op: OpDelete, Key: key})
+				default:
+					tr.write(ctx, c, id, Input{Op: OpUpdate, Key: key, Value: value, FromRV: got.RV})
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// get reads key consistently and records the read; nil when the read
+// failed (a failed read changes nothing and is not part of the history).
+func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, key string) *Output {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	call := tr.Rec.Now()
+	u, err := c.Get(rctx, key, metav1.GetOptions{})
+	ret := tr.Rec.Now()
+	var out Output
+	switch {
+	case err == nil:
+		out = Output{Status: StatusOK, Value: valueOf(u), RV: rvOf(u)}
+	case apierrors.IsNotFound(err):
+		out = Output{Status: StatusNotFound}
+	default:
+		return nil
+	}
+	tr.Rec.Record(Op{Client: id, Input: Input{Op: OpGet, Key: key}, Output: out, Call: call, Return: ret})
+	return &out
+}
+
+// GetAll reads every key once, consistently, retrying failed reads: the
+// final reads of a run, which make the convergence part of the history.
+func (tr Traffic) GetAll(ctx context.Context, c dynamic.ResourceInterface) error {
+	for k := range tr.Keys {
+		key := fmt.Sprintf("k%d", k)
+		for tr.get(ctx, c, tr.Writers, key) == nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("the final read of %s: %w", key, ctx.Err())
+			}
+			pause(ctx)
+		}
+	}
+	return nil
+}
+
+func (tr Traffic) write(ctx context.Context, c dynamic.ResourceInterface, id int, in Input) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	call := tr.Rec.Now()
+	var u *unstructured.Unstructured
+	var err error
+	switch in.Op {
+	case OpCreate:
+		u, err = c.Create(rctx, object(in.Key, in.Value, 0), metav1.CreateOptions{})
+	case OpUpdate:
+		u, err = c.Update(rctx, object(in.Key, in.Value, in.FromRV), metav1.UpdateOptions{})
+	case OpDelete:
+		err = c.Delete(rctx, in.Key, metav1.DeleteOptions{})
+	}
+	ret := tr.Rec.Now()
+	var out Output
+	switch {
+	case err == nil && u != nil:
+		out = Output{Status: StatusOK, Value: valueOf(u), RV: rvOf(u)}
+	case err == nil:
+		out = Output{Status: StatusOK}
+	case apierrors.IsAlreadyExists(err):
+		out = Output{Status: StatusExists}
+	case apierrors.IsConflict(err):
+		out = Output{Status: StatusConflict}
+	case apierrors.IsNotFound(err):
+		out = Output{Status: StatusNotFound}
+	default:
+		out = Output{Status: StatusUnknown, Error: err.Error()}
+	}
+	tr.Rec.Record(Op{Client: id, Input: in, Output: out, Call: call, Return: ret})
+}
+
+func object(name, value string, rv int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": Resource.GroupVersion().String(),
+		"kind":       "APIExport",
+		"metadata":   map[string]interface{}{"name": name},
+		"spec":       map[string]interface{}{"v": value},
+	}}
+	if rv > 0 {
+		u.SetResourceVersion(strconv.FormatInt(rv, 10))
+	}
+	return u
+}
+
+func valueOf(u *unstructured.Unstructured) string {
+	v, _, _ := unstructured.NestedString(u.Object, "spec", "v")
+	return v
+}
+
+func rvOf(u *unstructured.Unstructured) int64 {
+	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	return rv
+}
+
+// Watch lists and watches the partition until ctx ends, resuming every
+// ended watch from the last revision it delivered, and relisting after
+// 410 Gone; it returns every event, by session.
+func Watch(ctx context.Context, c dynamic.ResourceInterface) []WatchEvent {
+	var events []WatchEvent
+	session := 0
+	var from int64
+	relist := true
+	for ctx.Err() == nil {
+		if relist {
+			list, err := c.List(ctx, metav1.ListOptions{})
+			if err != nil {
+				pause(ctx)
+				continue
+			}
+			from, _ = strconv.ParseInt(list.GetResourceVersion(), 10, 64)
+			relist = false
+		}
+		w, err := c.Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(from, 10), AllowWatchBookmarks: true})
+		if err != nil {
+			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
+				events = append(events, WatchEvent{Session: session, FromRV: from, Type: "GONE"})
+				relist = true
+				session++
+			}
+			pause(ctx)
+			continue
+		}
+		start := from
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				if status := apierrors.FromObject(ev.Object); apierrors.IsGone(status) || apierrors.IsResourceExpired(status) {
+					events = append(events, WatchEvent{Session: session, FromRV: start, Type: "GONE"})
+					relist = true
+				}
+				break
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				continue
+			}
+			rv := rvOf(u)
+			events = append(events, WatchEvent{Session: session, FromRV: start, Type: string(ev.Type), Key: u.GetName(), Value: valueOf(u), RV: rv})
+			from = max(from, rv)
+		}
+		w.Stop()
+		session++
+	}
+	return events
+}
+
+// pause spaces the attempts of a client whose request failed (the cache
+// restarting): a retry loop's interval, not a wait for anything.
+func pause(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
+}
