@@ -111,7 +111,7 @@ type Report struct {
 	Faults                 []string
 	// UnknownErrors are the errors of the writes of unknown outcome.
 	UnknownErrors []string
-	Violations             []Violation
+	Violations    []Violation
 }
 
 // Check checks a history against the models.
