@@ -81,8 +81,11 @@ type peer struct {
 	mu      sync.Mutex
 	streams map[schema.GroupResource]*stream
 
-	// holds are the partitions held after the peer's epoch changed.
-	holds *holds
+	// holds are the partitions held after the peer's epoch changed;
+	// origins follow held partitions of shards without heartbeats
+	// (originconvergence.go).
+	holds   *holds
+	origins *originWatch
 	// relist is closed and replaced to make every stream of the peer list
 	// again (a shard's home moved to the peer: see moving.go).
 	relist chan struct{}
@@ -139,6 +142,7 @@ func New(cfg Config) (*Mirror, error) {
 			revisionURL: p.Config.Host + kcpcache.RevisionPath,
 			streams:     map[schema.GroupResource]*stream{},
 			holds:       newHolds(),
+			origins:     newOriginWatch(),
 			relist:      make(chan struct{}),
 		}
 	}
@@ -155,7 +159,7 @@ func (m *Mirror) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, p := range m.peers {
-		wg.Go(func() { p.releaseLoop(ctx) })
+		wg.Go(func() { p.releaseLoop(ctx, m.local) })
 	}
 	ticker := time.NewTicker(m.cfg.TypeInterval)
 	defer ticker.Stop()

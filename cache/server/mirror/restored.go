@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // A home whose epoch changed has lost its data or gone back in it (a new
@@ -26,8 +27,9 @@ import (
 // Only then does the mirror follow the home again, with a new list.
 //
 // A shard that writes no heartbeat (kcp's own replication) never says so;
-// its partition is released after restoredHoldTimeout, and the log says
-// which partitions were.
+// its partition is released once the origins its copies record show it
+// whole again at the home (originconvergence.go), or at the latest after
+// restoredHoldTimeout, and the log says which partitions were.
 const (
 	restoredHoldTimeout  = 10 * time.Minute
 	releaseCheckInterval = 2 * time.Second
@@ -126,7 +128,7 @@ func (p *peer) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...
 
 // releaseLoop releases held partitions whose shard converged at the peer in
 // its new epoch, or that were held too long, until ctx ends.
-func (p *peer) releaseLoop(ctx context.Context) {
+func (p *peer) releaseLoop(ctx context.Context, local *client.ClusterClient) {
 	ticker := time.NewTicker(releaseCheckInterval)
 	defer ticker.Stop()
 	for {
@@ -135,11 +137,11 @@ func (p *peer) releaseLoop(ctx context.Context) {
 			return
 		case <-ticker.C:
 		}
-		p.releaseConverged(ctx)
+		p.releaseConverged(ctx, local)
 	}
 }
 
-func (p *peer) releaseConverged(ctx context.Context) {
+func (p *peer) releaseConverged(ctx context.Context, local *client.ClusterClient) {
 	p.holds.mu.Lock()
 	epoch := p.holds.epoch
 	shards := make([]string, 0, len(p.holds.held))
@@ -158,6 +160,8 @@ func (p *peer) releaseConverged(ctx context.Context) {
 			klog.FromContext(ctx).V(2).Info("Could not read a held partition's heartbeat at its home", "peer", p.name, "shard", shard, "err", err)
 		case converged:
 			release = append(release, shard)
+		case p.wholeByOrigin(ctx, local, shard):
+			release = append(release, shard)
 		case time.Since(since[shard]) > restoredHoldTimeout:
 			klog.FromContext(ctx).Info("Releasing a held partition without its shard's confirmation: the hold timed out",
 				"peer", p.name, "shard", shard, "timeout", restoredHoldTimeout)
@@ -170,6 +174,7 @@ func (p *peer) releaseConverged(ctx context.Context) {
 	p.holds.mu.Lock()
 	if p.holds.epoch == epoch {
 		for _, s := range release {
+			p.origins.forget(s)
 			delete(p.holds.held, s)
 			p.holds.releasedIn[s] = epoch
 			heldPartitions.WithLabelValues(p.name).Dec()
@@ -189,6 +194,22 @@ func (p *peer) releaseConverged(ctx context.Context) {
 	}
 	p.holds.mu.Unlock()
 	klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.name, "shards", release, "homeEpoch", epoch)
+}
+
+// wholeByOrigin reports whether shard's partition is whole again at the
+// peer by the origins its copies record (originconvergence.go), logging why
+// not.
+func (p *peer) wholeByOrigin(ctx context.Context, local *client.ClusterClient, shard string) bool {
+	whole, why, err := p.wholeAtHome(ctx, local, shard)
+	switch {
+	case err != nil:
+		klog.FromContext(ctx).V(2).Info("Could not compare a held partition with its home", "peer", p.name, "shard", shard, "err", err)
+	case whole:
+		klog.FromContext(ctx).Info("A held partition is whole again at its home by its objects' origins", "peer", p.name, "shard", shard)
+	default:
+		klog.FromContext(ctx).V(2).Info("A held partition is not whole at its home yet", "peer", p.name, "shard", shard, "why", why)
+	}
+	return whole
 }
 
 // convergedIn reads shard's heartbeat at the peer: converged in epoch?
