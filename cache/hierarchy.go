@@ -67,6 +67,12 @@ const (
 	// acknowledged when the request arrived.
 	RevisionPath = "/kcp-cache/revision"
 
+	// RevisionsPath answers a home's revision of every partition's data of
+	// every resource at once, without waiting for anything: GET returns a
+	// HomeRevisionsAnswer. Mirrors read it to report how far behind each
+	// partition they are (kcp_cache_mirror_partition_lag_*).
+	RevisionsPath = "/kcp-cache/revisions"
+
 	// HomesPath answers a cache's table of home claims: GET
 	// HomesPath[?shard=<shard>] returns a HomesAnswer. A shard's home is a
 	// claim (shard, home cache, generation), never inferred from data: see
@@ -119,6 +125,25 @@ func ValidateCacheName(name string) error {
 		return fmt.Errorf("cache name %q: %s", name, strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// HomeRevisionsAnswer is the body of a RevisionsPath answer.
+type HomeRevisionsAnswer struct {
+	Cache string `json:"cache"`
+	Epoch string `json:"epoch"`
+	// Processed is the revision up to which the cache has seen every
+	// change: no partition changed between its revision and Processed.
+	Processed int64 `json:"processed"`
+	// Partitions holds, per shard and resource ("<resource>.<group>"), the
+	// revision of the last change the cache knows of.
+	Partitions []PartitionRevision `json:"partitions"`
+}
+
+// PartitionRevision is one partition's revision of one resource.
+type PartitionRevision struct {
+	Shard    string `json:"shard"`
+	Resource string `json:"resource"`
+	Revision int64  `json:"revision"`
 }
 
 // HomeRevisionAnswer is the body of a RevisionPath answer.

@@ -137,6 +137,8 @@ func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions 
 func (s *Server) serveHomeRevisions(c CompletedConfig) {
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
 		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
+	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
+		homerevision.RevisionsHandler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
 	if s.homes != nil {
 		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
 	}

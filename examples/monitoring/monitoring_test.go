@@ -32,9 +32,10 @@ var apiExports = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1a
 
 // The dashboard and the alert rules name only metrics that the cache server
 // and a shard running the hook export, once the events they watch have
-// happened. Both run in one process here, a shard serving a mounted cache
-// (--run-cache-server) as kcp's shards can, so one scrape holds the cache
-// server's metrics and the hook's; apart, each process exports its own.
+// happened. They all run in one process here: a shard serving a mounted
+// cache (--run-cache-server) as kcp's shards can, and two caches in regions
+// mirroring each other, so one scrape holds the cache server's metrics, the
+// hook's and the mirror's; apart, each process exports its own.
 func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 	ctx := testContext(t)
 	referenced := referencedMetrics(t)
@@ -46,6 +47,9 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		"kcp_cache_embedded_etcd_db_size_bytes", "kcp_cache_embedded_etcd_quota_bytes",
 		"kcp_cache_shard_heartbeat_timestamp_seconds", "kcp_cache_shard_heartbeat_lease_seconds", "kcp_cache_shard_confirmed",
 		"kcp_cache_degraded", "kcp_cache_replication_workqueue_depth",
+		"kcp_cache_mirror_partition_lag_seconds", "kcp_cache_mirror_partition_lag_revisions",
+		"kcp_cache_mirror_confirmed_age_seconds", "kcp_cache_mirror_held_partitions", "kcp_cache_home_conflicts",
+		"kcp_cache_mirror_freshness_checks_total",
 	} {
 		if !referenced.Has(name) {
 			t.Errorf("nothing references %s", name)
@@ -91,6 +95,28 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		t.Fatalf("creating an APIExport in the system partition: %v, want 403", err)
 	}
 
+	// Two caches in regions, each mirroring the other: a shard homed at
+	// east writes, west mirrors it and answers a consistent read of it
+	// (a freshness check), so the mirror's metrics are exported. They
+	// share this process's metrics registry with the shard's.
+	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{}, "east", "west")
+	east, west := regions["east"].Srv, regions["west"].Srv
+	atEast := cachetest.Dynamic(t, east.ShardConfig(t, "shard-east"), kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "shard-east", Cluster: "root"}))
+	if _, err := atEast.Resource(apiExports).Create(ctx, apiExport("homed-at-east"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	atWest := cachetest.Dynamic(t, west.Config(), kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "shard-east", Cluster: kcpcache.Wildcard}))
+	cachetest.Eventually(t, "west mirrors shard-east's partition", func(ctx context.Context) error {
+		list, err := atWest.Resource(apiExports).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) != 1 {
+			return fmt.Errorf("west lists %d objects of shard-east, want 1", len(list.Items))
+		}
+		return nil
+	})
+
 	// Each scrape runs to its end (the test's context, not the poll's), so
 	// that a failure names what is missing rather than a cut-off scrape.
 	cachetest.Eventually(t, "every metric the dashboard and the alerts name exported", func(context.Context) error {
@@ -105,6 +131,16 @@ func TestDashboardAndAlertsNameExportedMetrics(t *testing.T) {
 		}
 		if !listed {
 			return fmt.Errorf(`no apiserver_request_total{code="200",resource="apiexports",verb="LIST"}`)
+		}
+		// west knows how far behind east it is for shard-east's partition:
+		// current, once it has applied east's write.
+		var current bool
+		for _, line := range strings.Split(metrics, "\n") {
+			current = current || strings.HasPrefix(line, "kcp_cache_mirror_partition_lag_revisions{") &&
+				containsAll(line, `home="east"`, `shard="shard-east"`, `resource="apiexports.apis.kcp.io"`) && strings.HasSuffix(line, " 0")
+		}
+		if !current {
+			return fmt.Errorf(`no kcp_cache_mirror_partition_lag_revisions{home="east",shard="shard-east",resource="apiexports.apis.kcp.io"} 0`)
 		}
 		if missing := sets.List(referenced.Difference(exportedNames(metrics))); len(missing) > 0 {
 			return fmt.Errorf("not exported: %s", strings.Join(missing, ", "))
@@ -125,6 +161,7 @@ func TestAlertsCoverTheCache(t *testing.T) {
 	for _, want := range []string{
 		"KcpCacheShardHeartbeatExpired", "KcpCacheShardUnconfirmed", "KcpCacheReplicationDegraded",
 		"KcpCacheEtcdDatabaseNearQuota", "KcpCacheRequestErrors", "KcpCacheListLatencyHigh",
+		"KcpCacheMirrorBehind", "KcpCacheHomeUnreachable", "KcpCachePartitionHeld", "KcpCacheHomeConflict",
 	} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s among %v", want, alerts)

@@ -104,6 +104,9 @@ func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, 
 			// Mirrors ask a home for its revision; readers and shards
 			// check the freshness of what they read.
 			return authorizer.DecisionAllow, "", "home revision"
+		case isPeer && verb == "get" && a.GetPath() == kcpcache.RevisionsPath:
+			// Mirrors read every partition's revision for their lag.
+			return authorizer.DecisionAllow, "", "home revisions"
 		case isPeer && verb == "get" && a.GetPath() == kcpcache.HomesPath:
 			// Peers read each other's home claims.
 			return authorizer.DecisionAllow, "", "home claims"

@@ -77,6 +77,30 @@ func Handler(t *Tracker, name string, epoch func() string) http.Handler {
 	})
 }
 
+// RevisionsHandler serves kcpcache.RevisionsPath: GET answers a
+// kcpcache.HomeRevisionsAnswer from t.Snapshot, naming this cache and its
+// current epoch; 405 for other methods, 503 while the tracker is not ready.
+func RevisionsHandler(t *Tracker, name string, epoch func() string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method != http.MethodGet {
+			w.Header().Set("Allow", http.MethodGet)
+			writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "revisions"}, req.Method))
+			return
+		}
+		answer := kcpcache.HomeRevisionsAnswer{Cache: name, Epoch: epoch()}
+		var ready bool
+		answer.Processed, answer.Partitions, ready = t.Snapshot()
+		if !ready {
+			w.Header().Set("Retry-After", "1")
+			writeStatus(w, apierrors.NewServiceUnavailable(ErrNotReady.Error()))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(answer)
+	})
+}
+
 // parseQuery reads and checks the shard and the resource.
 func parseQuery(req *http.Request) (string, schema.GroupResource, error) {
 	q := req.URL.Query()

@@ -238,6 +238,19 @@ func (t *Tracker) Processed() int64 {
 	return t.processed
 }
 
+// Snapshot returns, without waiting, the revision up to which every change
+// has been processed and the last change of every partition and type the
+// tracker knows of (never below its floor); ok is false before it
+// initialised.
+func (t *Tracker) Snapshot() (processed int64, partitions []kcpcache.PartitionRevision, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k, rev := range t.last {
+		partitions = append(partitions, kcpcache.PartitionRevision{Shard: k.shard, Resource: k.gr.String(), Revision: max(t.floor, rev)})
+	}
+	return t.processed, partitions, t.ready
+}
+
 // Known answers the revision of the last change to shard's objects of gr
 // (shard kcpcache.Wildcard: of any shard) that the tracker has processed,
 // and never less than its floor, without waiting; ok is false before it

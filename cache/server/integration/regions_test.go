@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -24,10 +23,8 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/options"
-	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
-	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
 // region is one cache of a hierarchy in a test: a cache server with its
@@ -40,18 +37,16 @@ type region struct {
 }
 
 // peerToken is the bearer token with which cache from reads cache to.
-func peerToken(from, to string) string { return "peer-" + from + "-reads-" + to }
+func peerToken(from, to string) string { return cachetest.PeerToken(from, to) }
 
-// startRegions starts one cache per name, each peering with every other
-// (a full mesh: every pair of caches is a cycle). Peers authenticate with
-// static tokens, which survive a region's restart.
+// startRegions starts a cache per name in a full mesh.
 func startRegions(t *testing.T, ctx context.Context, names ...string) map[string]*region {
 	t.Helper()
-	return startRegionsVia(t, ctx, nil, names...)
+	return startRegionsWith(t, ctx, nil, nil, names...)
 }
 
 // startRegionsVia is startRegions where cache from reaches cache to at
-// via(from, to, address) instead of its address, when via is set.
+// via(from, to, host) (a proxy that can cut the link).
 func startRegionsVia(t *testing.T, ctx context.Context, via func(from, to, host string) string, names ...string) map[string]*region {
 	t.Helper()
 	return startRegionsWith(t, ctx, via, nil, names...)
@@ -62,60 +57,8 @@ func startRegionsVia(t *testing.T, ctx context.Context, via func(from, to, host 
 func startRegionsWith(t *testing.T, ctx context.Context, via func(from, to, host string) string, peersWith func(from, to string) bool, names ...string) map[string]*region {
 	t.Helper()
 	regions := map[string]*region{}
-	for _, name := range names {
-		port, err := ports.Reserve()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var tokens []string
-		for _, from := range names {
-			if from != name {
-				tokens = append(tokens, fmt.Sprintf("%s,%s,%s", peerToken(from, name), kcpcache.PeerUser(from), from))
-			}
-		}
-		tokenFile := filepath.Join(t.TempDir(), "tokens.csv")
-		if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r := &region{name: name}
-		r.opts = cachetest.Options{RootDirectory: t.TempDir(), EtcdDirectory: t.TempDir(), Port: port}
-		r.opts.Flags = func(o *options.Options) {
-			o.Authentication.TokenAuthFile = tokenFile
-			o.Hierarchy.CacheName = name
-			o.Hierarchy.FreshnessWait = 3 * time.Second
-		}
-		if r.srv, err = cachetest.Start(ctx, r.opts); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.srv.Stop() })
-		regions[name] = r
-	}
-	// Now that every cache has its serving certificate, give each its peers.
-	for _, r := range regions {
-		var peers []string
-		for _, p := range regions {
-			if p == r || (peersWith != nil && !peersWith(r.name, p.name)) {
-				continue
-			}
-			cfg := rest.AnonymousClientConfig(p.srv.Config())
-			cfg.BearerToken = peerToken(r.name, p.name)
-			if via != nil {
-				cfg.Host = via(r.name, p.name, cfg.Host)
-			}
-			file := filepath.Join(t.TempDir(), p.name+".kubeconfig")
-			if err := server.WriteKubeconfig(file, cfg); err != nil {
-				t.Fatal(err)
-			}
-			peers = append(peers, p.name+"="+file)
-		}
-		base := r.opts.Flags
-		r.opts.Flags = func(o *options.Options) {
-			base(o)
-			o.Hierarchy.Peers = peers
-		}
-		if err := r.srv.Restart(ctx, func(o *cachetest.Options) { o.Flags = r.opts.Flags }); err != nil {
-			t.Fatal(err)
-		}
+	for name, r := range cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via, PeersWith: peersWith}, names...) {
+		regions[name] = &region{name: r.Name, srv: r.Srv, opts: r.Opts}
 	}
 	return regions
 }

@@ -61,6 +61,20 @@ var (
 		Help:           "Shards two caches claim at the same generation, as this cache knows them: writes and consistent reads of them are refused until the operator resolves the conflict with --adopt-shard.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	partitionLagRevisions = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "partition_lag_revisions",
+		Help:           "How many revisions of its home a partition's copies of a type are behind: the home's revision of the partition's last change minus the revision applied here (0 when current), updated every 10 seconds. One series per shard homed at a peer and type the home holds.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"home", "shard", "resource"})
+	partitionLagSeconds = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "kcp_cache",
+		Subsystem:      "mirror",
+		Name:           "partition_lag_seconds",
+		Help:           "Seconds since this mirror first saw the partition's copies of a type behind its home (0 when current), updated every 10 seconds.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"home", "shard", "resource"})
 	confirmedAge = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
@@ -71,5 +85,5 @@ var (
 )
 
 func init() {
-	legacyregistry.MustRegister(heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge, homeConflicts)
+	legacyregistry.MustRegister(partitionLagRevisions, partitionLagSeconds, heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge, homeConflicts)
 }

@@ -86,6 +86,13 @@ type peer struct {
 	// (originconvergence.go).
 	holds   *holds
 	origins *originWatch
+
+	// revisionsURL answers the home's revision of every partition;
+	// lagSeries and behindSince are the partition lag series set and when
+	// each partition was first seen behind (reportLag's own).
+	revisionsURL string
+	lagSeries    map[lagKey]bool
+	behindSince  map[lagKey]time.Time
 	// relist is closed and replaced to make every stream of the peer list
 	// again (a shard's home moved to the peer: see moving.go).
 	relist chan struct{}
@@ -139,12 +146,19 @@ func New(cfg Config) (*Mirror, error) {
 		}
 		m.peers[p.Name] = &peer{
 			name: p.Name, client: c, http: hc,
-			revisionURL: p.Config.Host + kcpcache.RevisionPath,
-			streams:     map[schema.GroupResource]*stream{},
-			holds:       newHolds(),
-			origins:     newOriginWatch(),
-			relist:      make(chan struct{}),
+			revisionURL:  p.Config.Host + kcpcache.RevisionPath,
+			revisionsURL: kcpcache.JoinHostPath(p.Config.Host, kcpcache.RevisionsPath),
+			behindSince:  map[lagKey]time.Time{},
+			streams:      map[schema.GroupResource]*stream{},
+			holds:        newHolds(),
+			origins:      newOriginWatch(),
+			relist:       make(chan struct{}),
 		}
+	}
+	for name := range m.peers {
+		// Exported from the start, not only after a first hold or restart.
+		heldPartitions.WithLabelValues(name).Set(0)
+		streamRestarts.WithLabelValues(name)
 	}
 	m.homes.mu.Lock()
 	m.homes.onChange = m.homeChanged
@@ -173,6 +187,9 @@ func (m *Mirror) Run(ctx context.Context) {
 			}
 		}
 		m.reportAges()
+		for _, p := range m.peers {
+			p.reportLag(ctx, m)
+		}
 		select {
 		case <-ctx.Done():
 			return

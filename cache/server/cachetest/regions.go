@@ -1,0 +1,105 @@
+package cachetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
+)
+
+// Region is one cache of a hierarchy in a test: a server with its own
+// embedded etcd, named, peering with the others.
+type Region struct {
+	Name string
+	Srv  *Server
+	// Opts start the region's server again on its data (and peers).
+	Opts Options
+}
+
+// RegionsOptions shape the peering of StartRegions; the zero value is a
+// full mesh over direct connections.
+type RegionsOptions struct {
+	// Via rewrites the host through which cache from reaches cache to (a
+	// proxy that cuts links); nil: direct.
+	Via func(from, to, host string) string
+	// PeersWith says whether cache from peers with cache to; nil: every
+	// pair.
+	PeersWith func(from, to string) bool
+}
+
+// PeerToken is the bearer token with which cache from reads cache to.
+func PeerToken(from, to string) string { return "peer-" + from + "-reads-" + to }
+
+// StartRegions starts a cache per name, each the peer of the others as o
+// says, authenticated as kcpcache.PeerUser with a token; every server
+// stops at the test's end.
+func StartRegions(t testing.TB, ctx context.Context, o RegionsOptions, names ...string) map[string]*Region {
+	t.Helper()
+	regions := map[string]*Region{}
+	for _, name := range names {
+		port, err := ports.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tokens []string
+		for _, from := range names {
+			if from != name {
+				tokens = append(tokens, fmt.Sprintf("%s,%s,%s", PeerToken(from, name), kcpcache.PeerUser(from), from))
+			}
+		}
+		tokenFile := filepath.Join(t.TempDir(), "tokens.csv")
+		if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r := &Region{Name: name}
+		r.Opts = Options{RootDirectory: t.TempDir(), EtcdDirectory: t.TempDir(), Port: port}
+		r.Opts.Flags = func(o *options.Options) {
+			o.Authentication.TokenAuthFile = tokenFile
+			o.Hierarchy.CacheName = name
+			o.Hierarchy.FreshnessWait = 3 * time.Second
+		}
+		if r.Srv, err = Start(ctx, r.Opts); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Srv.Stop() })
+		regions[name] = r
+	}
+	// Now that every cache has its serving certificate, give each its peers.
+	for _, r := range regions {
+		var peers []string
+		for _, p := range regions {
+			if p == r || (o.PeersWith != nil && !o.PeersWith(r.Name, p.Name)) {
+				continue
+			}
+			cfg := rest.AnonymousClientConfig(p.Srv.Config())
+			cfg.BearerToken = PeerToken(r.Name, p.Name)
+			if o.Via != nil {
+				cfg.Host = o.Via(r.Name, p.Name, cfg.Host)
+			}
+			file := filepath.Join(t.TempDir(), p.Name+".kubeconfig")
+			if err := server.WriteKubeconfig(file, cfg); err != nil {
+				t.Fatal(err)
+			}
+			peers = append(peers, p.Name+"="+file)
+		}
+		base := r.Opts.Flags
+		r.Opts.Flags = func(o *options.Options) {
+			base(o)
+			o.Hierarchy.Peers = peers
+		}
+		if err := r.Srv.Restart(ctx, func(o *Options) { o.Flags = r.Opts.Flags }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return regions
+}
