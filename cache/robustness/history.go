@@ -107,8 +107,10 @@ type Report struct {
 	// Writes and Reads count the operations by kind; Unknown the writes
 	// whose outcome the client did not learn.
 	Writes, Reads, Unknown int
-	WatchEvents            int
-	Faults                 []string
+	// MirrorReads counts the consistent reads answered by a mirror.
+	MirrorReads int
+	WatchEvents int
+	Faults      []string
 	// UnknownErrors are the errors of the writes of unknown outcome.
 	UnknownErrors []string
 	Violations    []Violation
@@ -122,6 +124,9 @@ func Check(h History, timeout time.Duration) Report {
 		switch {
 		case op.Input.Op == OpGet:
 			rep.Reads++
+			if op.Input.At > 0 {
+				rep.MirrorReads++
+			}
 		case op.Output.Status == StatusUnknown:
 			rep.Writes++
 			rep.Unknown++

@@ -35,6 +35,9 @@ type Input struct {
 	Value string `json:"value,omitempty"`
 	// FromRV is the resourceVersion an update names.
 	FromRV int64 `json:"fromRV,omitempty"`
+	// At is the cache a read went to (0: the home, 1...: mirrors); the
+	// model ignores it.
+	At int `json:"at,omitempty"`
 }
 
 // Output is what the cache answered.

@@ -28,17 +28,49 @@ var (
 	replay   = flag.String("robustness.history", "", "a saved history for TestCheckSavedHistory to check again")
 )
 
-// oneCache is the cluster shape of one cache server on its embedded etcd,
-// with the clients behind a proxy that can inject seeded faults.
+// oneCache is a cluster shape: the shard's home cache on its embedded etcd,
+// written and watched through a proxy that can inject seeded faults, and
+// the caches the writers read from (the home alone, or the home and its
+// mirrors).
 type oneCache struct {
-	srv    *cachetest.Server
-	proxy  *Proxy
-	client dynamic.ResourceInterface
+	srv     *cachetest.Server
+	proxy   *Proxy
+	client  dynamic.ResourceInterface
+	readers []dynamic.ResourceInterface
+	// mirrors are caches in regions that mirror srv (nil for one cache).
+	mirrors []*cachetest.Server
 }
 
 func startOneCache(t *testing.T) *oneCache {
 	t.Helper()
-	srv := cachetest.StartServer(t)
+	return behindProxy(t, cachetest.StartServer(t))
+}
+
+// startRegions is the regions shape: two caches in a full mesh, the
+// shard homed at a, the writers reading from a and b at random (a
+// consistent read at b is confirmed with a).
+func startRegions(t *testing.T) *oneCache {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 2*cachetest.DefaultTimeout)
+	defer cancel()
+	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{}, "a", "b")
+	c := behindProxy(t, regions["a"].Srv)
+	b := regions["b"].Srv
+	cfg := b.Config()
+	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})
+	cfg.QPS = -1
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.readers = []dynamic.ResourceInterface{c.client, d.Resource(Resource)}
+	c.mirrors = []*cachetest.Server{b}
+	return c
+}
+
+// behindProxy puts a proxy with shard s's identity in front of srv.
+func behindProxy(t *testing.T, srv *cachetest.Server) *oneCache {
+	t.Helper()
 	shard := srv.ShardConfig(t, "s")
 	transport, err := rest.TransportFor(shard)
 	if err != nil {
@@ -66,7 +98,7 @@ func startOneCache(t *testing.T) *oneCache {
 func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Context, rec *Recorder, n int)) Report {
 	t.Helper()
 	rec := NewRecorder()
-	tr := Traffic{Writers: 3, Keys: 4, Rec: rec}
+	tr := Traffic{Writers: 3, Keys: 4, Readers: c.readers, Rec: rec}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	watchCtx, stopWatch := context.WithCancel(context.Background())
@@ -116,15 +148,26 @@ func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Co
 // history (resumed watches get 410 Gone).
 func (c *oneCache) faults(t *testing.T) func(ctx context.Context, rec *Recorder, n int) {
 	return func(ctx context.Context, rec *Recorder, n int) {
-		switch n % 2 {
-		case 0:
-			rec.Fault("restart of the cache server")
+		restart := func(what string, srv *cachetest.Server) {
+			rec.Fault("restart of " + what)
 			rctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
 			defer cancel()
-			if err := c.srv.Restart(rctx); err != nil {
-				t.Errorf("restarting the cache: %v", err)
+			if err := srv.Restart(rctx); err != nil {
+				t.Errorf("restarting %s: %v", what, err)
 			}
-		case 1:
+		}
+		kinds := 2 // a restart of the cache, a compaction
+		if len(c.mirrors) > 0 {
+			kinds = 3 // a restart of the mirror, of the home, a compaction
+		}
+		switch k := n % kinds; {
+		case kinds == 3 && k == 0:
+			restart("the mirror", c.mirrors[0])
+		case k == kinds-2 && len(c.mirrors) > 0:
+			restart("the home", c.srv)
+		case k == kinds-2:
+			restart("the cache server", c.srv)
+		default:
 			resp, err := c.srv.EtcdClient().Get(ctx, "/", nil...)
 			if err != nil {
 				return
@@ -139,8 +182,8 @@ func (c *oneCache) faults(t *testing.T) func(ctx context.Context, rec *Recorder,
 
 func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
-	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads), %d watch events, faults: %v",
-		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.WatchEvents, rep.Faults)
+	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at a mirror), %d watch events, faults: %v",
+		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.WatchEvents, rep.Faults)
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
 	}
@@ -156,6 +199,25 @@ func TestRobustness(t *testing.T) {
 	rep := c.run(t, *duration, c.faults(t))
 	logReport(t, "one cache", rep)
 	if rep.Writes == 0 || rep.Reads == 0 || rep.WatchEvents == 0 {
+		t.Fatalf("the run did too little to check anything: %+v", rep)
+	}
+	if len(rep.Violations) > 0 {
+		t.Errorf("%d violations", len(rep.Violations))
+	}
+}
+
+// TestRobustnessRegions: traffic against a home and its mirror while each
+// restarts and the home's etcd compacts: a consistent read at the mirror
+// is linearizable with the home's writes, and the home's watch holds every
+// promise.
+func TestRobustnessRegions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (two caches in regions): skipped with -short")
+	}
+	c := startRegions(t)
+	rep := c.run(t, *duration, c.faults(t))
+	logReport(t, "regions", rep)
+	if rep.Writes == 0 || rep.MirrorReads == 0 || rep.WatchEvents == 0 {
 		t.Fatalf("the run did too little to check anything: %+v", rep)
 	}
 	if len(rep.Violations) > 0 {

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // Resource is the type the traffic writes: APIExports, as kcp's shards
@@ -26,6 +28,11 @@ var Resource = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alp
 type Traffic struct {
 	Writers int
 	Keys    int
+	// Readers, when set, are where the writers read before they write
+	// (chosen at random each time; a mirror's consistent reads are then in
+	// the same history as the home's writes); otherwise they read where
+	// they write.
+	Readers []dynamic.ResourceInterface
 	// Rec records every operation.
 	Rec *Recorder
 }
@@ -43,7 +50,12 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 			for seq := 0; ctx.Err() == nil; seq++ {
 				key := fmt.Sprintf("k%d", rng.Intn(tr.Keys))
 				value := fmt.Sprintf("c%d-%d", id, seq)
-				got := tr.get(ctx, c, id, key)
+				reader, at := c, 0
+				if len(tr.Readers) > 0 {
+					at = rng.Intn(len(tr.Readers))
+					reader = tr.Readers[at]
+				}
+				got := tr.get(ctx, reader, id, key, at)
 				switch {
 				case got == nil:
 					continue
@@ -62,7 +74,7 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 
 // get reads key consistently and records the read; nil when the read
 // failed (a failed read changes nothing and is not part of the history).
-func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, key string) *Output {
+func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, key string, at int) *Output {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	call := tr.Rec.Now()
@@ -77,7 +89,7 @@ func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, 
 	default:
 		return nil
 	}
-	tr.Rec.Record(Op{Client: id, Input: Input{Op: OpGet, Key: key}, Output: out, Call: call, Return: ret})
+	tr.Rec.Record(Op{Client: id, Input: Input{Op: OpGet, Key: key, At: at}, Output: out, Call: call, Return: ret})
 	return &out
 }
 
@@ -86,7 +98,7 @@ func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, 
 func (tr Traffic) GetAll(ctx context.Context, c dynamic.ResourceInterface) error {
 	for k := range tr.Keys {
 		key := fmt.Sprintf("k%d", k)
-		for tr.get(ctx, c, tr.Writers, key) == nil {
+		for tr.get(ctx, c, tr.Writers, key, 0) == nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("the final read of %s: %w", key, ctx.Err())
 			}
@@ -147,8 +159,15 @@ func valueOf(u *unstructured.Unstructured) string {
 	return v
 }
 
+// rvOf is the object's resourceVersion at its home: a mirror's copy
+// records it (kcpcache.AnnotationHomeResourceVersion), since its own
+// resourceVersion is a revision of the mirror's etcd.
 func rvOf(u *unstructured.Unstructured) int64 {
-	rv, _ := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	raw := u.GetResourceVersion()
+	if home, ok := u.GetAnnotations()[kcpcache.AnnotationHomeResourceVersion]; ok {
+		raw = home
+	}
+	rv, _ := strconv.ParseInt(raw, 10, 64)
 	return rv
 }
 
