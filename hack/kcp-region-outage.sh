@@ -211,8 +211,11 @@ run_checks before 0
 log "stopping the root shard and cache east"
 t0=$SECONDS
 "$REGIONS" stop "$W" kcp-root &
+stop_root=$!
 "$REGIONS" stop "$W" east &
-wait
+stop_east=$!
+# Only these two: a bare wait would also wait for the environment itself.
+wait "$stop_root" "$stop_east"
 log "root and east stopped in $((SECONDS - t0)) s"
 run_checks "outage" 1
 # The same a minute later: what informers and indexes still hold once their watches failed.
