@@ -290,7 +290,7 @@ func (h *Hook) probe(ctx context.Context) {
 func (h *Hook) cacheReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.cacheREST.Host+kcpcache.ServicePrefix+"/readyz", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(h.cacheREST.Host, kcpcache.ServicePrefix+"/readyz"), nil)
 	if err != nil {
 		return err
 	}

@@ -122,6 +122,7 @@ type Homes struct {
 
 // NewHomes builds the table; Load fills it from the store.
 func NewHomes(cfg HomesConfig) (*Homes, error) {
+	registerMetrics()
 	if err := kcpcache.ValidateCacheName(cfg.Self); err != nil {
 		return nil, err
 	}
@@ -140,7 +141,7 @@ func NewHomes(cfg HomesConfig) (*Homes, error) {
 		if err != nil {
 			return nil, fmt.Errorf("peer %q: %w", p.Name, err)
 		}
-		h.peers = append(h.peers, &tablePeer{name: p.Name, http: hc, url: p.Config.Host + kcpcache.HomesPath})
+		h.peers = append(h.peers, &tablePeer{name: p.Name, http: hc, url: kcpcache.JoinHostPath(p.Config.Host, kcpcache.HomesPath)})
 	}
 	sort.Slice(h.peers, func(i, j int) bool { return h.peers[i].name < h.peers[j].name })
 	return h, nil

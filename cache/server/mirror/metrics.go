@@ -1,11 +1,15 @@
 package mirror
 
 import (
+	"sync"
+
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 var (
+	registerOnce sync.Once
+
 	appliedRevision = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
@@ -84,6 +88,11 @@ var (
 	}, []string{"peer", "resource"})
 )
 
-func init() {
-	legacyregistry.MustRegister(partitionLagRevisions, partitionLagSeconds, heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge, homeConflicts)
+// registerMetrics registers the mirror's metrics in the process's registry
+// once, when the first Mirror is built (as the server's other packages
+// register theirs at first use).
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(partitionLagRevisions, partitionLagSeconds, heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge, homeConflicts)
+	})
 }

@@ -100,6 +100,7 @@ type peer struct {
 
 // New builds a Mirror; Run starts it.
 func New(cfg Config) (*Mirror, error) {
+	registerMetrics()
 	if err := kcpcache.ValidateCacheName(cfg.Self); err != nil {
 		return nil, err
 	}
@@ -146,7 +147,7 @@ func New(cfg Config) (*Mirror, error) {
 		}
 		m.peers[p.Name] = &peer{
 			name: p.Name, client: c, http: hc,
-			revisionURL:  p.Config.Host + kcpcache.RevisionPath,
+			revisionURL:  kcpcache.JoinHostPath(p.Config.Host, kcpcache.RevisionPath),
 			revisionsURL: kcpcache.JoinHostPath(p.Config.Host, kcpcache.RevisionsPath),
 			behindSince:  map[lagKey]time.Time{},
 			streams:      map[schema.GroupResource]*stream{},
