@@ -439,3 +439,24 @@ func TestScaleMix(t *testing.T) {
 		}
 	}
 }
+
+// A server that fails the relist burst keeps the rows measured before it,
+// 11m among them (measured before the burst); 11m without a figure is not
+// measured whatever the burst did.
+func TestScaleRowsMeasured(t *testing.T) {
+	r := &scaleResult{failedFrom: "h", listOverEtcd: 1.2}
+	for _, l := range []string{"a", "f", "g", "m"} {
+		if !r.measured(l) {
+			t.Errorf("row 11%s reads as not measured after a failed burst", l)
+		}
+	}
+	for _, l := range []string{"h", "i", "l"} {
+		if r.measured(l) {
+			t.Errorf("row 11%s reads as measured after a failed burst", l)
+		}
+	}
+	r = &scaleResult{listOverEtcd: math.NaN()}
+	if r.measured("m") || !r.measured("l") {
+		t.Errorf("without an etcd range, 11m reads as measured (%v) or 11l as not (%v)", r.measured("m"), r.measured("l"))
+	}
+}

@@ -34,6 +34,9 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The scale phase measures how the costs of a cache server grow with the
@@ -259,15 +262,26 @@ type scaleResult struct {
 	burst429                   int64
 	rssPeakOverRest            float64
 	fanOut                     summary
+	// listOverEtcd is row 11m, NaN when it could not be measured (and
+	// listOverEtcdWhy says why).
+	listOverEtcd    float64
+	listOverEtcdWhy string
 	// failedFrom is the first row letter the server did not get through
 	// (the rows before it were measured), and failure why; "" when every
 	// row was measured.
 	failedFrom, failure string
 }
 
+// burstRows are the rows the relist burst measures; 11m is measured
+// before it.
+const burstRows = "hijkl"
+
 // measured reports whether the row of letter was measured.
 func (r *scaleResult) measured(letter string) bool {
-	return r.failedFrom == "" || letter < r.failedFrom
+	if letter == "m" {
+		return !math.IsNaN(r.listOverEtcd)
+	}
+	return r.failedFrom == "" || !strings.Contains(burstRows, letter) || letter < r.failedFrom
 }
 
 // runScale runs the scale phase for every size and server, adding rows to
@@ -288,6 +302,9 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 			if err != nil {
 				rep.note("scale: %s at %d objects failed: %v", srv.name, n, err)
 				continue
+			}
+			if math.IsNaN(res.listOverEtcd) {
+				rep.note("scale: %s at %d objects: row 11m not measured: %s", srv.name, n, res.listOverEtcdWhy)
 			}
 			if res.failedFrom != "" {
 				rep.note("scale: %s at %d objects failed from row 11%s on: %s", srv.name, n, res.failedFrom, res.failure)
@@ -371,6 +388,8 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 			res.listCached = summarize(samples)
 		}
 	}
+
+	res.listOverEtcd, res.listOverEtcdWhy = scaleListOverEtcd(ctx, cfg, s, n)
 
 	_, restRSS, err := s.settledMemory(ctx)
 	if err != nil {
@@ -681,6 +700,7 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 	add("j", "relist burst: 429 answers", "count", func(r *scaleResult) float64 { return float64(r.burst429) }, num, nil)
 	add("k", "relist burst: RSS peak ÷ rest", "ratio", func(r *scaleResult) float64 { return r.rssPeakOverRest }, num, &target{Text: "≤ 2", AtMost: true, Bound: 2})
 	add("l", "watch fan-out to every informer, p99", "ms", func(r *scaleResult) float64 { return m(r.fanOut.P99) }, msf, nil)
+	add("m", "*/* LIST of "+scaleMix[0].gvr.Resource+", consistent, body read p50 ÷ raw etcd range p50", "ratio", func(r *scaleResult) float64 { return r.listOverEtcd }, num, &target{Text: "≤ 1.5", AtMost: true, Bound: 1.5})
 }
 
 // thousands writes n with commas.
@@ -690,4 +710,93 @@ func thousands(n int) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
+}
+
+// scaleListOverEtcd is row 11m: the consistent */* LIST of the largest
+// type, its body read as bytes (the server's work and the transfer over
+// loopback, without the client's decoding), against a raw range of the
+// same keys from the server's embedded etcd (its client port and client
+// certificate), p50 over p50, interleaved. The keys are
+// <prefix>/<group>/<resource>/ under the prefix both servers use (/cache);
+// a range that does not hold exactly the type's objects is not the same
+// keys, and the row says so instead of a figure.
+func scaleListOverEtcd(ctx context.Context, cfg config, s *scaleServer, n int) (float64, string) {
+	etcd, err := s.etcdClient()
+	if err != nil {
+		return math.NaN(), err.Error()
+	}
+	defer func() { _ = etcd.Close() }()
+	gvr := scaleMix[0].gvr
+	prefix := "/cache/" + gvr.Group + "/" + gvr.Resource + "/"
+	want := 0
+	for i := range n {
+		if scaleTypeOf(i).gvr == gvr {
+			want++
+		}
+	}
+	hc, err := rest.HTTPClientFor(s.cfg)
+	if err != nil {
+		return math.NaN(), err.Error()
+	}
+	url := kcpcache.JoinHostPath(s.cfg.Host, kcpcache.ScopedPath(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard}, "/apis/"+gvr.GroupVersion().String()+"/"+gvr.Resource))
+	var list, rng []time.Duration
+	for range cfg.listReps {
+		t0 := time.Now()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return math.NaN(), err.Error()
+		}
+		req.Header.Set("Accept", "application/json")
+		resp, err := hc.Do(req)
+		if err != nil {
+			return math.NaN(), err.Error()
+		}
+		_, err = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			return math.NaN(), fmt.Sprintf("LIST: %s %v", resp.Status, err)
+		}
+		list = append(list, time.Since(t0))
+
+		t0 = time.Now()
+		got, err := etcd.Get(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			return math.NaN(), fmt.Sprintf("etcd range: %v", err)
+		}
+		rng = append(rng, time.Since(t0))
+		if len(got.Kvs) != want {
+			return math.NaN(), fmt.Sprintf("the etcd range of %s holds %d keys, not the %d objects listed (another key layout)", prefix, len(got.Kvs), want)
+		}
+	}
+	return ratio(float64(summarize(list).P50), float64(summarize(rng).P50)), ""
+}
+
+// etcdClient connects to the server's embedded etcd with the client
+// certificate the server wrote for itself: ours in <root>/etcd-certs,
+// kcp's (github.com/kcp-dev/embeddedetcd) in <root>/etcd-server/secrets.
+func (s *scaleServer) etcdClient() (*clientv3.Client, error) {
+	var port string
+	for _, a := range s.args {
+		if v, ok := strings.CutPrefix(a, "--embedded-etcd-client-port="); ok {
+			port = v
+		}
+	}
+	candidates := []struct {
+		host string
+		info transport.TLSInfo
+	}{
+		{"127.0.0.1", transport.TLSInfo{CertFile: filepath.Join(s.root, "etcd-certs", "client.crt"), KeyFile: filepath.Join(s.root, "etcd-certs", "client.key"), TrustedCAFile: filepath.Join(s.root, "etcd-certs", "ca.crt")}},
+		{"localhost", transport.TLSInfo{CertFile: filepath.Join(s.root, "etcd-server", "secrets", "client", "cert.pem"), KeyFile: filepath.Join(s.root, "etcd-server", "secrets", "client", "key.pem"), TrustedCAFile: filepath.Join(s.root, "etcd-server", "secrets", "ca", "cert.pem")}},
+	}
+	for _, c := range candidates {
+		if _, err := os.Stat(c.info.CertFile); err != nil {
+			continue
+		}
+		tlsConfig, err := c.info.ClientConfig()
+		if err != nil {
+			return nil, err
+		}
+		return clientv3.New(clientv3.Config{Endpoints: []string{"https://" + net.JoinHostPort(c.host, port)}, TLS: tlsConfig, DialTimeout: 30 * time.Second})
+	}
+	return nil, fmt.Errorf("no etcd client certificate found under %s", s.root)
 }
