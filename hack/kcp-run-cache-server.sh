@@ -61,8 +61,10 @@ patch_tree() { # dir
     -require=github.com/kcp-cache/kcp-cache@v0.0.0 \
     -replace=github.com/kcp-cache/kcp-cache="$OURS")
   local p=$OURS/hack/kcp-in-process.patch
-  echo "patch of kcp v0.32.3 (hack/kcp-in-process.patch): $(grep -c '^+++ ' "$p") files," \
-    "$(grep -c '^+[^+]' "$p") lines added, $(grep -c '^-[^-]' "$p") removed; go.mod: 2 lines (require, replace)"
+  # Counted as diffstat counts (blank lines too): every +/- line of a hunk, not the headers.
+  awk '/^(\+\+\+|---) /{if (/^\+\+\+/) files++; next} /^\+/{added++} /^-/{removed++}
+    END{printf "patch of kcp v0.32.3 (hack/kcp-in-process.patch): %d files, %d lines added, %d removed;" \
+      " go.mod: 2 lines (require, replace)\n", files, added, removed}' "$p"
 }
 
 if [ -z "${KCP_BIN:-}" ] || [ -n "${PATCH_ONLY:-}" ]; then
