@@ -17,7 +17,7 @@
 //     part of the history, so nothing acknowledged is missing and nothing
 //     deleted comes back.
 //
-// Faults (faults.go) are restarts of the cache server on its data and etcd
+// Faults (robustness_test.go) are restarts of the cache server on its data and etcd
 // compactions. Seeded faults (proxy.go) are deliberate bugs a test switches
 // on in a proxy between the clients and the cache — a consistent read
 // answered from an older answer, a resumed watch that skips an event, a
