@@ -120,6 +120,11 @@ func CheckJSONPatchKeys(data []byte) error {
 		return nil
 	}
 	for _, op := range ops {
+		if op.Path != "" && !strings.HasPrefix(op.Path, "/") {
+			// Not a JSON pointer: it targets nothing, and the patch
+			// handler refuses it.
+			continue
+		}
 		tokens := strings.Split(op.Path, "/")[1:]
 		for n, t := range tokens {
 			tokens[n] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
