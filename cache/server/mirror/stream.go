@@ -208,6 +208,10 @@ func (s *stream) run(ctx context.Context) {
 func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	res := s.peer.client.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
 	releaseGeneration := s.peer.holds.releaseGeneration()
+	// Taken before the list: a relist requested while the list is applied
+	// (a shard's home moved to the peer just then, and the list skipped its
+	// objects) must end the watch that follows it, not be missed.
+	relist := s.peer.relistChan()
 	list, err := res.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, fmt.Errorf("listing at the peer: %w", err)
@@ -243,7 +247,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 			w.Stop()
 			return true, nil
 		}
-		resourceVersion, err = s.follow(ctx, w, resourceVersion)
+		resourceVersion, err = s.follow(ctx, w, resourceVersion, relist)
 		w.Stop()
 		if errors.Is(err, errRelist) {
 			return true, nil
@@ -260,9 +264,9 @@ var errRelist = errors.New("list again")
 
 // follow applies the events of w and returns the resourceVersion to watch
 // from next.
-func (s *stream) follow(ctx context.Context, w watch.Interface, from string) (string, error) {
+func (s *stream) follow(ctx context.Context, w watch.Interface, from string, relist <-chan struct{}) (string, error) {
 	last := from
-	released, relist := s.peer.holds.releasedChan(), s.peer.relistChan()
+	released := s.peer.holds.releasedChan()
 	for {
 		select {
 		case <-ctx.Done():
