@@ -57,16 +57,20 @@ func NewCA(commonName string) (*CA, error) {
 // commonName in groups (the subject's organizations), as Kubernetes'
 // x509 authenticator reads them.
 func (ca *CA) IssueClient(commonName string, groups []string) (certPEM, keyPEM []byte, err error) {
-	return ca.issue(pkix.Name{CommonName: commonName, Organization: groups}, nil, x509.ExtKeyUsageClientAuth)
+	return ca.issue(pkix.Name{CommonName: commonName, Organization: groups}, nil, nil, x509.ExtKeyUsageClientAuth)
 }
 
 // IssueServing returns a certificate and key valid for the given loopback
 // IPs, usable both to serve and as a client (etcd peers are both).
 func (ca *CA) IssueServing(commonName string, ips []net.IP) (certPEM, keyPEM []byte, err error) {
-	return ca.issue(pkix.Name{CommonName: commonName}, ips, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
+	var names []string
+	if len(ips) > 0 {
+		names = []string{"localhost"}
+	}
+	return ca.issue(pkix.Name{CommonName: commonName}, ips, names, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 }
 
-func (ca *CA) issue(subject pkix.Name, ips []net.IP, usages ...x509.ExtKeyUsage) ([]byte, []byte, error) {
+func (ca *CA) issue(subject pkix.Name, ips []net.IP, names []string, usages ...x509.ExtKeyUsage) ([]byte, []byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
@@ -77,10 +81,7 @@ func (ca *CA) issue(subject pkix.Name, ips []net.IP, usages ...x509.ExtKeyUsage)
 	}
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = usages
-	tmpl.IPAddresses = ips
-	if len(ips) > 0 {
-		tmpl.DNSNames = []string{"localhost"}
-	}
+	tmpl.IPAddresses, tmpl.DNSNames = ips, names
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
 		return nil, nil, fmt.Errorf("issuing certificate for %q: %w", subject.CommonName, err)
@@ -163,24 +164,5 @@ func (ca *CA) IssuePeer(commonName string, hosts []string) (certPEM, keyPEM []by
 			names = append(names, h)
 		}
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl, err := template(pkix.Name{CommonName: commonName})
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	tmpl.IPAddresses, tmpl.DNSNames = ips, names
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("issuing certificate for %q: %w", commonName, err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pemBlock("CERTIFICATE", der), pemBlock("PRIVATE KEY", keyDER), nil
+	return ca.issue(pkix.Name{CommonName: commonName}, ips, names, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth)
 }
