@@ -81,11 +81,8 @@ type peer struct {
 	mu      sync.Mutex
 	streams map[schema.GroupResource]*stream
 
-	// holds are the partitions held after the peer's epoch changed;
-	// origins follow held partitions of shards without heartbeats
-	// (originconvergence.go).
-	holds   *holds
-	origins *originWatch
+	// holds are the partitions held after the peer's epoch changed.
+	holds *holds
 
 	// revisionsURL answers the home's revision of every partition;
 	// lagSeries and behindSince are the partition lag series set and when
@@ -152,7 +149,6 @@ func New(cfg Config) (*Mirror, error) {
 			behindSince:  map[lagKey]time.Time{},
 			streams:      map[schema.GroupResource]*stream{},
 			holds:        newHolds(),
-			origins:      newOriginWatch(),
 			relist:       make(chan struct{}),
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,53 +28,16 @@ import (
 // not above the newest held one, yet absent here). The hold is released
 // as soon as that holds.
 //
-// One case is ambiguous: a held copy the home does not hold may be an
-// object the shard deleted since (it will never come back) or one the
-// shard has not pushed again yet. The partition is then taken as whole
-// once the shard is seen pushing at the home (some object there is newer
-// than every held copy) and the home's partition has not changed for
-// originQuiet: a shard still converging keeps writing.
+// A held copy the home does not hold may be an object the shard deleted
+// since (it will never come back) or one the shard has not pushed again
+// yet; the mirror cannot tell which, and dropping a copy of an object the
+// shard still has would report a present object absent. Such a partition
+// stays held until the shard's heartbeat says it converged or
+// restoredHoldTimeout passes.
 //
-// Bound: a heartbeat-less shard that pushes again is released within
-// originQuiet plus two checks (releaseCheckInterval) of its last write at
-// the home; one that deleted nothing, within one check of its last
-// write. A shard that never pushes again stays held until
-// restoredHoldTimeout, as before.
-const originQuiet = 15 * time.Second
-
-// originState is the last comparison of one held partition with its home.
-type originState struct {
-	fingerprint string
-	since       time.Time
-}
-
-// originWatch remembers, per held shard, when the home's partition last
-// changed.
-type originWatch struct {
-	mu     sync.Mutex
-	shards map[string]originState
-}
-
-func newOriginWatch() *originWatch { return &originWatch{shards: map[string]originState{}} }
-
-// quietFor records fingerprint for shard and returns how long it has not
-// changed.
-func (o *originWatch) quietFor(shard, fingerprint string) time.Duration {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	s, ok := o.shards[shard]
-	if !ok || s.fingerprint != fingerprint {
-		o.shards[shard] = originState{fingerprint: fingerprint, since: time.Now()}
-		return 0
-	}
-	return time.Since(s.since)
-}
-
-func (o *originWatch) forget(shard string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	delete(o.shards, shard)
-}
+// Bound: a heartbeat-less shard that deleted nothing while its home was
+// being restored is released at the first check (releaseCheckInterval)
+// after its last push at the home.
 
 // origin is what a copy says of its origin object.
 type origin struct {
@@ -115,7 +77,6 @@ func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, sha
 	var newestHeld int64
 	held := map[string]origin{}
 	home := map[string]origin{}
-	var fingerprint string
 	for _, gvr := range types {
 		// The held copies, from this cache's watch cache: a consistent read
 		// of a held partition is refused (ReasonHomeRestored).
@@ -139,7 +100,6 @@ func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, sha
 		if err != nil {
 			return false, "", err
 		}
-		fingerprint += gvr.Resource + "@" + objects.GetResourceVersion() + ";"
 		for i := range objects.Items {
 			h := &objects.Items[i]
 			o, ok := originOf(h)
@@ -149,20 +109,17 @@ func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, sha
 			home[gvr.Resource+"/"+objectKey(h)] = o
 		}
 	}
-	pushing := false
 	for key, h := range home {
 		c, ok := held[key]
 		switch {
 		case !ok && h.rv <= newestHeld:
 			return false, fmt.Sprintf("the home holds %s, which the shard deleted before the home was restored", key), nil
 		case !ok:
-			pushing = true
+			// Created after the held copies: newer.
 		case h.uid == c.uid && h.rv < c.rv:
 			return false, fmt.Sprintf("the home holds %s at origin resourceVersion %d, older than the %d held here", key, h.rv, c.rv), nil
 		case h.uid != c.uid && h.created.Before(c.created):
 			return false, fmt.Sprintf("the home holds an older object %s (created %s) than the one held here", key, h.created), nil
-		case h.rv > c.rv:
-			pushing = true
 		}
 	}
 	for key := range held {
@@ -173,9 +130,5 @@ func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, sha
 	if missing == 0 {
 		return true, "", nil
 	}
-	quiet := p.origins.quietFor(shard, fingerprint)
-	if pushing && quiet >= originQuiet {
-		return true, "", nil
-	}
-	return false, fmt.Sprintf("%d objects held here are not at the home (shard pushing again: %v, home quiet for %s)", missing, pushing, quiet.Round(time.Second)), nil
+	return false, fmt.Sprintf("%d objects held here are not at the home (deleted at the shard, or not pushed again yet)", missing), nil
 }

@@ -174,7 +174,6 @@ func (p *peer) releaseConverged(ctx context.Context, local *client.ClusterClient
 	p.holds.mu.Lock()
 	if p.holds.epoch == epoch {
 		for _, s := range release {
-			p.origins.forget(s)
 			delete(p.holds.held, s)
 			p.holds.releasedIn[s] = epoch
 			heldPartitions.WithLabelValues(p.name).Dec()
