@@ -202,6 +202,7 @@ func setLabel(t *testing.T, ctx context.Context, cc *client.ClusterClient, shard
 }
 
 func TestIntegrationWildcardInformer(t *testing.T) {
+	t.Parallel() // its own server
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
 	cc, err := client.NewForConfig(srv.Config())
@@ -278,6 +279,7 @@ func TestIntegrationWildcardInformer(t *testing.T) {
 }
 
 func TestIntegrationInformerSurvivesRestart(t *testing.T) {
+	t.Parallel() // its own server
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
 	cfg := srv.Config()
@@ -383,6 +385,7 @@ func (l *requestLog) watchesSince(t time.Time) int {
 }
 
 func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
+	t.Parallel() // its own server
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
 	cfg := srv.Config()
@@ -427,6 +430,7 @@ func TestIntegrationWildcardInformerNeverSendsInitialEvents(t *testing.T) {
 // TestIntegrationServerRefusesWildcardWatchList pins the server behaviour the
 // informers rely on never meeting.
 func TestIntegrationServerRefusesWildcardWatchList(t *testing.T) {
+	t.Parallel() // its own server
 	srv := cachetest.StartServer(t)
 	cc, err := client.NewForConfig(srv.Config())
 	if err != nil {
@@ -445,6 +449,7 @@ func TestIntegrationServerRefusesWildcardWatchList(t *testing.T) {
 // TestIntegrationRouting writes through a context-routed config with the
 // shard-from-object round tripper and reads back through ClusterClient.
 func TestIntegrationRouting(t *testing.T) {
+	t.Parallel() // its own server
 	srv := cachetest.StartServer(t)
 	ctx := context.Background()
 	cfg := client.NewConfig(srv.Config())

@@ -107,7 +107,11 @@ func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Co
 	wg.Go(func() { events = Watch(watchCtx, c.client) })
 	if inject != nil {
 		wg.Go(func() {
-			ticker := time.NewTicker(*faultGap)
+			gap := *faultGap
+			if testing.Short() && gap > 2*time.Second {
+				gap = 2 * time.Second
+			}
+			ticker := time.NewTicker(gap)
 			defer ticker.Stop()
 			for n := 0; ; n++ {
 				select {
@@ -202,7 +206,13 @@ func TestRobustness(t *testing.T) {
 // checks the history; reads counts the reads the shape must have made.
 func runShape(t *testing.T, shape string, c *oneCache, reads func(Report) int) {
 	t.Helper()
-	rep := c.run(t, *duration, c.faults(t))
+	d := *duration
+	if testing.Short() && d > 5*time.Second {
+		// The quick path: a shorter run, still with a restart and a
+		// compaction in it (faults every 2 s at most).
+		d = 5 * time.Second
+	}
+	rep := c.run(t, d, c.faults(t))
 	logReport(t, shape, rep)
 	if rep.Writes == 0 || reads(rep) == 0 || rep.WatchEvents == 0 {
 		t.Fatalf("the run did too little to check anything: %+v", rep)
@@ -240,6 +250,8 @@ func TestSeededFaultsAreCaught(t *testing.T) {
 			name = "none"
 		}
 		t.Run(name, func(t *testing.T) {
+			// Each case has its own cache; they run side by side.
+			t.Parallel()
 			c := startOneCache(t)
 			c.proxy.Enable(tc.fault)
 			rep := c.run(t, 4*time.Second, nil)
