@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -138,6 +139,7 @@ func FuzzRequestGuardBody(f *testing.F) {
 		{4, "metadata: {Name: x}\n"},
 		{5, `[{"op":"replace","path":"/metadata/Name","value":"x"}]`},
 		{5, `[{"op":"add","path":"","value":{"KIND":"x"}}]`},
+		{5, `[{"op":"replace","path":""}]`},
 		{6, `{"metadata":{"name":"w"}}`},
 		{7, "\x00\x01"},
 	} {
@@ -191,6 +193,11 @@ func FuzzRequestGuardBody(f *testing.F) {
 		case contentType == jsonPatchType:
 			if err := opaque.CheckJSONPatchKeys(body); err != nil {
 				t.Fatalf("JSON patch %q passed but its keys are refused: %v", body, err)
+			}
+			// What passes reaches the library upstream's patch handler
+			// applies it with: it may refuse the patch, never panic (a 500).
+			if patch, err := jsonpatch.DecodePatch(body); err == nil {
+				_, _ = patch.Apply([]byte(`{"apiVersion":"g/v1","kind":"W","metadata":{"name":"w"},"spec":{"a":[1]}}`))
 			}
 		default:
 			if hasOrigin {

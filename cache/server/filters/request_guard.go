@@ -3,6 +3,7 @@ package filters
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -177,6 +178,9 @@ func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (
 	}
 	switch {
 	case mediaType == jsonPatchType:
+		if err := checkJSONPatchValues(body); err != nil {
+			return req, apierrors.NewBadRequest(err.Error())
+		}
 		if err := opaque.CheckJSONPatchKeys(body); err != nil {
 			return req, apierrors.NewBadRequest(err.Error())
 		}
@@ -232,4 +236,31 @@ func sentManagedFields(entries []metav1.ManagedFieldsEntry) ([]metav1.ManagedFie
 		return nil, field.ErrorList{field.Invalid(path, field.OmitValueType{}, err.Error())}
 	}
 	return entries, nil
+}
+
+// jsonPatchOpsWithValue are the JSON patch operations that RFC 6902 (4.1,
+// 4.3, 4.6) gives a "value" member.
+var jsonPatchOpsWithValue = sets.New("add", "replace", "test")
+
+// checkJSONPatchValues refuses a JSON patch operation that needs a value
+// and has none. Upstream's patch handler passes such an operation to
+// gopkg.in/evanphx/json-patch.v4, whose replace of the whole document
+// dereferences the missing value (a panic, answered 500), whose add
+// answers 422 and whose test passes. A body that is not a list of
+// operations is left to the patch handler, which says why.
+func checkJSONPatchValues(body []byte) error {
+	var ops []map[string]json.RawMessage
+	if json.Unmarshal(body, &ops) != nil {
+		return nil
+	}
+	for n, op := range ops {
+		var name string
+		if json.Unmarshal(op["op"], &name) != nil || !jsonPatchOpsWithValue.Has(name) {
+			continue
+		}
+		if _, ok := op["value"]; !ok {
+			return fmt.Errorf("JSON patch operation %d (%s) has no value: RFC 6902 requires one for add, replace and test", n, name)
+		}
+	}
+	return nil
 }

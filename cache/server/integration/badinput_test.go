@@ -77,6 +77,9 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 		{"body over the size limit", "POST", scoped("amber", "root", exportsPath), "", huge, 413, metav1.StatusReasonRequestEntityTooLarge},
 		{"body over what etcd stores", "POST", scoped("amber", "root", exportsPath), "", large, 413, metav1.StatusReasonRequestEntityTooLarge},
 		{"protobuf body", "POST", scoped("amber", "root", exportsPath), "application/vnd.kubernetes.protobuf", "k8s\x00garbage\xff", 415, metav1.StatusReasonUnsupportedMediaType},
+		{"JSON patch replacing the object with no value", "PATCH", scoped("amber", "root", exportsPath+"/existing"), "application/json-patch+json", `[{"op":"replace","path":""}]`, 400, metav1.StatusReasonBadRequest},
+		{"JSON patch adding with no value", "PATCH", scoped("amber", "root", exportsPath+"/existing"), "application/json-patch+json", `[{"op":"add","path":""}]`, 400, metav1.StatusReasonBadRequest},
+		{"JSON patch testing with no value", "PATCH", scoped("amber", "root", exportsPath+"/existing"), "application/json-patch+json", `[{"op":"test","path":"/spec"}]`, 400, metav1.StatusReasonBadRequest},
 		{"delete a bootstrapped CRD", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/apiexports.apis.kcp.io", "", "", 403, metav1.StatusReasonForbidden},
 		{"deletecollection of CRDs", "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "", "", 405, metav1.StatusReasonMethodNotAllowed},
 	})
