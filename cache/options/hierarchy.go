@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -92,16 +91,19 @@ func (o *HierarchyOptions) Validate() []error {
 	return errs
 }
 
-// peerSource is where one peer's client configuration comes from.
-type peerSource struct {
-	kubeconfig string
-	// context is the context to use; empty means the current one.
-	context string
+// PeerSource is where one peer cache's client configuration comes from:
+// options only name the file and the context; the server's configuration
+// loads them.
+type PeerSource struct {
+	Name       string
+	Kubeconfig string
+	// Context is the context to use; empty means the current one.
+	Context string
 }
 
 // peerFiles maps each peer name to where its configuration comes from.
-func (o *HierarchyOptions) peerFiles() (map[string]peerSource, error) {
-	out := map[string]peerSource{}
+func (o *HierarchyOptions) peerFiles() (map[string]PeerSource, error) {
+	out := map[string]PeerSource{}
 	var errs []string
 	for _, p := range o.Peers {
 		name, file, ok := strings.Cut(p, "=")
@@ -117,7 +119,7 @@ func (o *HierarchyOptions) peerFiles() (map[string]peerSource, error) {
 			errs = append(errs, fmt.Sprintf("peer %q is given twice", name))
 			continue
 		}
-		out[name] = peerSource{kubeconfig: file}
+		out[name] = PeerSource{Name: name, Kubeconfig: file}
 	}
 	if o.PeersKubeconfig != "" {
 		cfg, err := clientcmd.LoadFromFile(o.PeersKubeconfig)
@@ -133,7 +135,7 @@ func (o *HierarchyOptions) peerFiles() (map[string]peerSource, error) {
 					errs = append(errs, fmt.Sprintf("peer %q is given twice", name))
 					continue
 				}
-				out[name] = peerSource{kubeconfig: o.PeersKubeconfig, context: name}
+				out[name] = PeerSource{Name: name, Kubeconfig: o.PeersKubeconfig, Context: name}
 			}
 		}
 	}
@@ -143,27 +145,16 @@ func (o *HierarchyOptions) peerFiles() (map[string]peerSource, error) {
 	return out, nil
 }
 
-// Peer is one peer cache a completed configuration reaches.
-type Peer struct {
-	Name   string
-	Config *rest.Config
-}
-
-// PeerConfigs reads every peer's kubeconfig, sorted by name.
-func (o *HierarchyOptions) PeerConfigs() ([]Peer, error) {
+// PeerSources lists where every peer's configuration comes from, sorted by
+// name.
+func (o *HierarchyOptions) PeerSources() ([]PeerSource, error) {
 	sources, err := o.peerFiles()
 	if err != nil {
 		return nil, err
 	}
-	var out []Peer
-	for name, src := range sources {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: src.kubeconfig}
-		overrides := &clientcmd.ConfigOverrides{CurrentContext: src.context}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("peer %q: %w", name, err)
-		}
-		out = append(out, Peer{Name: name, Config: cfg})
+	out := make([]PeerSource, 0, len(sources))
+	for _, src := range sources {
+		out = append(out, src)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

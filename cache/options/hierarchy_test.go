@@ -2,6 +2,7 @@ package options
 
 import (
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -75,18 +76,23 @@ func TestPeersKubeconfigNamesPeersByContext(t *testing.T) {
 	if errs := o.Validate(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	peers, err := o.PeerConfigs()
+	sources, err := o.PeerSources()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, p := range peers {
-		got[p.Name] = p.Config.Host + " " + p.Config.BearerToken
+	var names []string
+	for _, src := range sources {
+		got[src.Name] = src.Kubeconfig + " " + src.Context
+		names = append(names, src.Name)
+	}
+	if !sort.StringsAreSorted(names) {
+		t.Errorf("sources %v are not sorted by name", names)
 	}
 	want := map[string]string{
-		"north": "https://north.example:6443 token-north",
-		"south": "https://south.example:6443 token-south",
-		"west":  "https://west.example:6443 token-west",
+		"north": northFile + " ",
+		"south": file + " south",
+		"west":  file + " west",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("peers %v, want %v", got, want)

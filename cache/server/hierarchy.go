@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -21,15 +22,22 @@ import (
 // MirrorHookName mirrors the partitions whose home is a peer cache.
 const MirrorHookName = "kcp-cache-mirror"
 
-// hierarchyConfig reads the peers' kubeconfigs.
+// hierarchyConfig translates the hierarchy options: it loads each peer's
+// kubeconfig (the options only name the files).
 func hierarchyConfig(o *options.HierarchyOptions) (HierarchyConfig, error) {
-	peers, err := o.PeerConfigs()
+	sources, err := o.PeerSources()
 	if err != nil {
 		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
 	}
 	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
-	for _, p := range peers {
-		out.Peers = append(out.Peers, mirror.Peer{Name: p.Name, Config: p.Config})
+	for _, src := range sources {
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: src.Kubeconfig}
+		overrides := &clientcmd.ConfigOverrides{CurrentContext: src.Context}
+		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+		if err != nil {
+			return HierarchyConfig{}, fmt.Errorf("peer %q: %w", src.Name, err)
+		}
+		out.Peers = append(out.Peers, mirror.Peer{Name: src.Name, Config: cfg})
 	}
 	return out, nil
 }
