@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,10 +11,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
-	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
 
@@ -113,44 +110,11 @@ func (s etcdClaimStore) Save(ctx context.Context, data []byte) error {
 	return err
 }
 
-// runMirror runs the claims' loop (adoption, the peers' tables) and the
-// mirror's; a cache without a name has neither, one without peers no mirror.
-func (s *Server) runMirror(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	if s.homes != nil {
-		wg.Go(func() { s.homes.Run(ctx) })
-	}
-	if s.mirror != nil {
-		s.mirror.Run(ctx)
-	}
-}
-
-// Mirror is the cache's mirror of its peers; nil without peers.
-func (s *Server) Mirror() *mirror.Mirror { return s.mirror }
-
 // A cache in a hierarchy is the home of the shards that push to it, and
 // answers its mirrors (and readers checking freshness) its revision of each
 // partition's data at kcpcache.RevisionPath. Every server does, named or
 // not, peered or not: a peer may start mirroring it at any time, and the
 // tracker costs one etcd watch.
-
-// HomeRevisions is the tracker of this cache's revision of each partition
-// and type, running from the post-start hook HomeRevisionHookName.
-func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions }
-
-// serveHomeRevisions serves kcpcache.RevisionPath. The handler chain
-// authenticates and authorizes it as a non-resource path (authorization's
-// rules: shards, readers and peers may GET it).
-func (s *Server) serveHomeRevisions(c CompletedConfig) {
-	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
-		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
-	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
-		homerevision.RevisionsHandler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
-	if s.homes != nil {
-		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
-	}
-}
 
 // cacheName is the cache's name in a hierarchy (--cache-name); "" for a
 // cache without one.

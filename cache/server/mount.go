@@ -19,7 +19,6 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -150,79 +149,6 @@ func (m *Mount) Serve(s *Server) {
 // MountedHookName names the host's post-start hook that starts a mounted
 // cache and its pre-shutdown hook that stops it (see RunIn).
 const MountedHookName = "kcp-cache-mounted-server"
-
-// RunIn runs a mounted cache as part of host, as kcp runs its in-process
-// cache: the cache starts with host's post-start hooks and stops from host's
-// pre-shutdown hooks, in this order: stopFirst (the host's users of the
-// cache, such as the replication hook's Stop) return, then the cache drains
-// and stops its loops and, last, its embedded etcd. The host still serves
-// meanwhile, so every request the cache answers through the host's listener
-// is answered. A cache that fails while the host runs is logged; the host
-// keeps serving without it. When host does not run (or fails before its
-// post-start hooks), its owner calls Close.
-func (s *Server) RunIn(host *genericapiserver.GenericAPIServer, stopFirst ...func()) error {
-	_, err := s.runIn(host, stopFirst, nil)
-	return err
-}
-
-// runIn does RunIn's work; ended, when set, is called once the cache's Run
-// has returned. The function it returns closes the cache and gives its Run
-// error, nil when it never ran.
-func (s *Server) runIn(host *genericapiserver.GenericAPIServer, stopFirst []func(), ended func()) (func() error, error) {
-	prepared := s.PrepareRun()
-	var (
-		mu     sync.Mutex
-		done   chan struct{}
-		runErr error
-	)
-	if err := host.AddPostStartHook(MountedHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		d := make(chan struct{})
-		mu.Lock()
-		done = d
-		mu.Unlock()
-		logger := klog.FromContext(hookCtx)
-		go func() {
-			defer close(d)
-			// Not the hook's context: the host ends it only after its
-			// pre-shutdown hooks, which stop the cache themselves.
-			err := prepared.Run(context.WithoutCancel(hookCtx))
-			if err != nil && !errors.Is(err, ErrClosed) {
-				logger.Error(err, "The mounted cache server stopped")
-			}
-			mu.Lock()
-			runErr = err
-			mu.Unlock()
-			if ended != nil {
-				ended()
-			}
-		}()
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if err := host.AddPreShutdownHook(MountedHookName, func() error {
-		for _, stop := range stopFirst {
-			stop()
-		}
-		s.Close()
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return func() error {
-		s.Close()
-		mu.Lock()
-		d := done
-		mu.Unlock()
-		if d == nil {
-			return nil
-		}
-		<-d
-		mu.Lock()
-		defer mu.Unlock()
-		return runErr
-	}, nil
-}
 
 // RunMounted runs host and the cache mounted in it (see RunIn) until ctx is
 // done: stopFirst, then the cache, then the host, whose etcd the cache may

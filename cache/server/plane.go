@@ -1,16 +1,9 @@
 package server
 
 import (
-	"context"
-	"net/http"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/server/healthz"
-	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 )
 
@@ -18,33 +11,6 @@ import (
 // bootstrapped type's storage serves from a warm watch cache, and fails for
 // as long as a bootstrapped declaration conflicts with stored data.
 const TypesReadyCheckName = "kcp-cache-types"
-
-// servePlane declares what the data plane serves: the bootstrapped types
-// from the first moment, whatever their CRDs' state, and every other
-// Established CRD as the informer sees it. It returns the loops that keep
-// it so: the wait for the CRD informer's first list, and the source of the
-// identity resources that cached APIExports and CachedResources declare.
-func (s *Server) servePlane(ctx context.Context, crdInformer cache.SharedIndexInformer, crds []*apiextensionsv1.CustomResourceDefinition, boot *bootstrap.Installer) (crdsSynced, exported func(context.Context), err error) {
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
-	s.GenericAPIServer.RegisterDestroyFunc(s.plane.Destroy)
-	for _, crd := range crds {
-		if err := s.plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
-			return nil, nil, err
-		}
-	}
-	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
-		if err := boot.Check(); err != nil {
-			return err
-		}
-		return s.plane.ReadinessCheck()
-	})); err != nil {
-		return nil, nil, err
-	}
-	if crdsSynced, err = s.plane.WatchCRDs(ctx, crdInformer); err != nil {
-		return nil, nil, err
-	}
-	return crdsSynced, dataplane.NewExportSource(s.plane, exportedTypes(crds), s.etcdClient).Run, nil
-}
 
 // exportedTypes names the bootstrapped types whose objects declare identity
 // resources; a type that is not bootstrapped is not followed.
@@ -65,7 +31,3 @@ func exportedTypes(crds []*apiextensionsv1.CustomResourceDefinition) dataplane.E
 	}
 	return types
 }
-
-// Types is the set of types the server serves; more can be registered at run
-// time, with or without a CRD.
-func (s *Server) Types() *dataplane.Registry { return s.plane }
