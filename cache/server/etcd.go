@@ -1,13 +1,14 @@
 package server
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -22,17 +23,15 @@ const etcdDialTimeout = 10 * time.Second
 // reads and writes etcd directly. The API server's storage has clients of
 // its own.
 func newEtcdClient(t storagebackend.TransportConfig) (*clientv3.Client, error) {
-	// Errors come back to the callers, which log them; the client's own
-	// zap logging would only repeat them outside the structured log.
-	cfg := clientv3.Config{Endpoints: t.ServerList, DialTimeout: etcdDialTimeout, Logger: zap.NewNop()}
+	var tlsConfig *tls.Config
 	if t.CertFile != "" || t.KeyFile != "" || t.TrustedCAFile != "" {
-		tlsConfig, err := transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}.ClientConfig()
+		var err error
+		tlsConfig, err = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.TrustedCAFile}.ClientConfig()
 		if err != nil {
 			return nil, fmt.Errorf("etcd client TLS: %w", err)
 		}
-		cfg.TLS = tlsConfig
 	}
-	cli, err := clientv3.New(cfg)
+	cli, err := embeddedetcd.NewClient(t.ServerList, tlsConfig, etcdDialTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}

@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
 // EtcdCluster is a cluster of embedded etcd members on loopback, sharing one
@@ -97,12 +96,7 @@ func (c *EtcdCluster) Client(t testing.TB) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := clientv3.New(clientv3.Config{Endpoints: c.urls, TLS: tlsConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	return client
+	return etcdtest.Dial(t, tlsConfig, c.urls...)
 }
 
 // Leader returns the index of the member that leads the cluster now.

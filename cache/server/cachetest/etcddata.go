@@ -8,12 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
 // RestartWithEtcdData stops the server and etcd, lets change do what an
@@ -119,7 +118,7 @@ func (s *Server) startEtcd(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s.etcdClient, err = clientv3.New(clientv3.Config{Endpoints: []string{s.etcd.ClientURL()}, TLS: tlsConfig, DialTimeout: 5 * time.Second})
+	s.etcdClient, err = embeddedetcd.NewClient([]string{s.etcd.ClientURL()}, tlsConfig, etcdtest.DialTimeout)
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
 	}

@@ -2,6 +2,7 @@ package embeddedetcd
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,9 +15,8 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+
 	"k8s.io/klog/v2"
 )
 
@@ -366,15 +366,14 @@ func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
 	self, _ := g.self()
 	ctx, cancel := context.WithTimeout(ctx, groupReconfigureTimeout)
 	defer cancel()
-	cc := clientv3.Config{Endpoints: endpoints, DialTimeout: groupProbeTimeout, Logger: zap.NewNop()}
+	var tlsConfig *tls.Config
 	if g.TLS != nil {
-		tlsConfig, err := g.TLS.ClientTLSConfig()
-		if err != nil {
+		var err error
+		if tlsConfig, err = g.TLS.ClientTLSConfig(); err != nil {
 			return "", err
 		}
-		cc.TLS = tlsConfig
 	}
-	cli, err := clientv3.New(cc)
+	cli, err := NewClient(endpoints, tlsConfig, groupProbeTimeout)
 	if err != nil {
 		return "", err
 	}

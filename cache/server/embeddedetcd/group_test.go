@@ -11,7 +11,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
@@ -69,12 +68,7 @@ func startGroup(ctx context.Context, t *testing.T, cfgs []Config) []*Server {
 
 func plainClient(t *testing.T, cfg Config) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{cfg.Group.ClientURL}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return clientFor(t, nil, cfg.Group.ClientURL)
 }
 
 // A member of a group that restarts (its memory gone) joins the running

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // withGroupSecret makes cfgs a group that speaks TLS with certificates
@@ -68,11 +65,7 @@ func TestGroupOverTLSTakesOnlyHoldersOfTheSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, err := clientv3.New(clientv3.Config{Endpoints: []string{cfgs[0].Group.ClientURL}, TLS: tlsConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = member.Close() }()
+	member := clientFor(t, tlsConfig, cfgs[0].Group.ClientURL)
 	if _, err := member.Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("a write through the group over TLS: %v", err)
 	}
@@ -94,7 +87,7 @@ func TestGroupOverTLSTakesOnlyHoldersOfTheSecret(t *testing.T) {
 	// Without a certificate of the group's CA: nothing (the handshake fails).
 	plainCtx, plainCancel := context.WithTimeout(ctx, 3*time.Second)
 	defer plainCancel()
-	stranger, err := clientv3.New(clientv3.Config{Endpoints: []string{cfgs[0].Group.ClientURL}, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	stranger, err := NewClient([]string{cfgs[0].Group.ClientURL}, nil, 2*time.Second)
 	if err == nil {
 		defer func() { _ = stranger.Close() }()
 		_, err = stranger.Get(plainCtx, "k")

@@ -25,7 +25,7 @@ func TestRestartKeepsDataAndRevisions(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer srv.Close()
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL()}, DialTimeout: 5 * time.Second})
+		c, err := NewClient([]string{srv.ClientURL()}, nil, testDialTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -100,7 +100,7 @@ func TestTLSMemberAcceptsOnlyItsClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clientFor(t, srv, own).Put(ctx, "k", "v"); err != nil {
+	if _, err := clientFor(t, own, srv.ClientURL()).Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("the server's own client cannot write: %v", err)
 	}
 
@@ -124,7 +124,7 @@ func TestTLSMemberAcceptsOnlyItsClient(t *testing.T) {
 		if cfg == nil {
 			endpoint = "http://" + strings.TrimPrefix(endpoint, "https://")
 		}
-		c, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: cfg, DialTimeout: 2 * time.Second})
+		c, err := NewClient([]string{endpoint}, cfg, 2*time.Second)
 		if err != nil {
 			continue // refused at dial: as good as refused at the request
 		}
@@ -146,15 +146,20 @@ func TestTLSMemberAcceptsOnlyItsClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := clientFor(t, srv, own).Get(ctx, "k")
+	resp, err := clientFor(t, own, srv.ClientURL()).Get(ctx, "k")
 	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v" {
 		t.Fatalf("after a restart with fresh certificates: %v %v", resp, err)
 	}
 }
 
-func clientFor(t *testing.T, srv *Server, cfg *tls.Config) *clientv3.Client {
+// testDialTimeout is etcdtest.DialTimeout (that package imports this one).
+const testDialTimeout = 5 * time.Second
+
+// clientFor is etcdtest.Dial for this package's own tests: a client of the
+// members at endpoints, over TLS when cfg is set, closed when the test ends.
+func clientFor(t *testing.T, cfg *tls.Config, endpoints ...string) *clientv3.Client {
 	t.Helper()
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL()}, TLS: cfg, DialTimeout: 5 * time.Second})
+	c, err := NewClient(endpoints, cfg, testDialTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +177,7 @@ func TestPlainDataDirectoryRestartsWithTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := clientFor(t, plain, nil).Put(ctx, "k", "v"); err != nil {
+	if _, err := clientFor(t, nil, plain.ClientURL()).Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
 	}
 	plain.Close()
@@ -190,7 +195,7 @@ func TestPlainDataDirectoryRestartsWithTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := clientFor(t, secured, own).Get(ctx, "k")
+	resp, err := clientFor(t, own, secured.ClientURL()).Get(ctx, "k")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("data after switching to TLS: %v %v", resp, err)
 	}

@@ -2,15 +2,18 @@ package integration_test
 
 import (
 	"context"
+	"crypto/tls"
 	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 )
 
 // The embedded etcd of a standalone server accepts only the server: a
@@ -38,11 +41,11 @@ func TestEmbeddedEtcdAcceptsOnlyTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	tryEtcd := func(endpoint string, withServerCert bool) (readErr, writeErr error) {
-		c := clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 2 * time.Second}
+		var tlsConfig *tls.Config
 		if withServerCert {
-			c.TLS = own
+			tlsConfig = own
 		}
-		client, err := clientv3.New(c)
+		client, err := embeddedetcd.NewClient([]string{endpoint}, tlsConfig, 2*time.Second)
 		if err != nil {
 			return err, err
 		}

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -26,6 +24,7 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
@@ -98,11 +97,7 @@ func growRaftLog(ctx context.Context, t *testing.T, through *cachetest.Server, c
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: clientURLs, TLS: tlsConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	c := etcdtest.Dial(t, tlsConfig, clientURLs...)
 	const writers = 8
 	errs := make(chan error, writers)
 	var wg sync.WaitGroup

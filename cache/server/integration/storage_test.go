@@ -11,13 +11,14 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
 // ownEmbeddedEtcd makes the server start its own embedded etcd, on free
@@ -41,12 +42,7 @@ func embeddedEtcdClient(t *testing.T, srv *cachetest.Server) *clientv3.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.Server().EmbeddedEtcdURL()}, TLS: tlsConfig, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
+	return etcdtest.Dial(t, tlsConfig, srv.Server().EmbeddedEtcdURL())
 }
 
 // --storage=memory keeps nothing on disk; a restarted server is a new etcd

@@ -1,15 +1,17 @@
-// Package etcdtest starts an embedded etcd for the unit tests of packages
-// that talk to etcd directly (removal, homerevision), which cannot use the
-// server fixture cachetest: it imports them through the server.
+// Package etcdtest is the tests' way to reach an etcd: Dial connects to
+// running members, Client starts an in-memory one for the unit tests of
+// packages that talk to etcd directly (removal, homerevision), which
+// cannot use the server fixture cachetest: it imports them through the
+// server.
 package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 )
@@ -26,7 +28,19 @@ func Client(t testing.TB, cfg embeddedetcd.Config) *clientv3.Client {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	c, err := clientv3.New(clientv3.Config{Endpoints: []string{srv.ClientURL()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	return Dial(t, nil, srv.ClientURL())
+}
+
+// DialTimeout is how long a test's etcd client waits for a connection.
+const DialTimeout = 5 * time.Second
+
+// Dial returns a client of the members at endpoints, over TLS when
+// tlsConfig is set; it closes when the test ends. It is the tests' one
+// way to reach an etcd: a test that expects the connection to fail calls
+// embeddedetcd.NewClient itself.
+func Dial(t testing.TB, tlsConfig *tls.Config, endpoints ...string) *clientv3.Client {
+	t.Helper()
+	c, err := embeddedetcd.NewClient(endpoints, tlsConfig, DialTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
