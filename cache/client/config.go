@@ -102,3 +102,15 @@ func scopedHost(base *rest.Config, scope kcpcache.Scope) (string, error) {
 	u.Path, u.RawPath, u.RawQuery, u.Fragment = "", "", "", ""
 	return kcpcache.JoinHostPath(u.String()+proxyPath, kcpcache.ScopedPathPrefix(scope)), nil
 }
+
+// Unthrottled returns a copy of cfg without client-side rate limiting (a
+// negative QPS, which client-go reads as "no limiter", and no limiter of
+// its own). It is the one way this module turns client-go's default of 5
+// requests a second off: for its own work against a cache it serves or
+// mirrors, and for tests that measure the cache, not the client. The
+// server's in-flight limits still apply.
+func Unthrottled(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.QPS, out.Burst, out.RateLimiter = -1, 0, nil
+	return out
+}

@@ -21,7 +21,7 @@ import (
 func BenchmarkHeartbeatRenewal(b *testing.B) {
 	srv := cachetest.StartServer(b)
 	cfg := srv.ShardConfig(b, "amber")
-	cfg.QPS = -1
+	cfg = client.Unthrottled(cfg)
 	cc, err := client.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -63,7 +63,7 @@ func newWorld(t *testing.T) *world {
 
 func clusterClient(t *testing.T, cfg *rest.Config) *client.ClusterClient {
 	t.Helper()
-	cfg.QPS = -1
+	cfg = client.Unthrottled(cfg)
 	c, err := client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -59,7 +59,7 @@ func newHarness(t *testing.T) *harness {
 // tests measure the controller, not client-go's default 5 QPS.
 func clusterClient(t testing.TB, cfg *rest.Config) *client.ClusterClient {
 	t.Helper()
-	cfg.QPS = -1
+	cfg = client.Unthrottled(cfg)
 	c, err := client.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

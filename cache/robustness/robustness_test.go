@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -58,7 +59,7 @@ func startRegions(t *testing.T) *oneCache {
 	b := regions["b"].Srv
 	cfg := b.Config()
 	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})
-	cfg.QPS = -1
+	cfg = client.Unthrottled(cfg)
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +86,8 @@ func behindProxy(t *testing.T, srv *cachetest.Server) *oneCache {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"}), QPS: -1}
+	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})}
+	cfg = client.Unthrottled(cfg)
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // servingCAData returns PEM data that verifies the serving certificate. For
@@ -29,12 +31,12 @@ func servingCAData(o *genericoptions.SecureServingOptions) ([]byte, error) {
 
 // adminRESTConfig is a client configuration for the admin user.
 func adminRESTConfig(host string, caData []byte, token string) *rest.Config {
-	return &rest.Config{
+	// The cache is ours; let callers' own limits apply.
+	return client.Unthrottled(&rest.Config{
 		Host:            "https://" + host,
 		BearerToken:     token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: caData},
-		QPS:             -1, // the cache is ours; let callers' own limits apply
-	}
+	})
 }
 
 // WriteKubeconfig writes cfg (host, CA data, bearer token) as a kubeconfig

@@ -154,12 +154,11 @@ func startScaleServer(ctx context.Context, name, binary, root string) (*scaleSer
 	if err != nil {
 		return nil, err
 	}
-	s.cfg = &rest.Config{
+	s.cfg = client.Unthrottled(&rest.Config{
 		Host:            fmt.Sprintf("https://localhost:%d", portsUsed[0]),
 		TLSClientConfig: rest.TLSClientConfig{CertData: certPEM, KeyData: keyPEM},
-		QPS:             -1,
 		Timeout:         2 * time.Minute,
-	}
+	})
 	return s, s.start(ctx)
 }
 

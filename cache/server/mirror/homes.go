@@ -18,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // A shard's home is a claim (shard, home cache, generation), never inferred
@@ -135,9 +136,7 @@ func NewHomes(cfg HomesConfig) (*Homes, error) {
 	h := &Homes{cfg: cfg, claims: map[string]kcpcache.HomeClaim{}, conflicts: map[string]string{},
 		adopted: map[string]int64{}, claiming: map[string]bool{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
 	for _, p := range cfg.Peers {
-		c := rest.CopyConfig(p.Config)
-		c.QPS, c.Burst, c.RateLimiter = -1, 0, nil
-		hc, err := rest.HTTPClientFor(c)
+		hc, err := rest.HTTPClientFor(client.Unthrottled(p.Config))
 		if err != nil {
 			return nil, fmt.Errorf("peer %q: %w", p.Name, err)
 		}

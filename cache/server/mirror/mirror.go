@@ -112,9 +112,7 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	// The mirror's writes are this server's own work, not a client's:
 	// no client-side rate (the loopback's would pace a large first sync).
-	localConfig := rest.CopyConfig(cfg.Local)
-	localConfig.QPS, localConfig.Burst, localConfig.RateLimiter = -1, 0, nil
-	local, err := client.NewForConfig(localConfig)
+	local, err := client.NewForConfig(client.Unthrottled(cfg.Local))
 	if err != nil {
 		return nil, err
 	}
@@ -132,8 +130,7 @@ func New(cfg Config) (*Mirror, error) {
 		// mirror's requests are few and bounded (a list and a watch per
 		// type, a revision check per consistent read); the peer's own
 		// in-flight limits protect it.
-		cfg := rest.CopyConfig(p.Config)
-		cfg.QPS, cfg.Burst, cfg.RateLimiter = -1, 0, nil
+		cfg := client.Unthrottled(p.Config)
 		c, err := client.NewForConfig(cfg)
 		if err != nil {
 			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
