@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -137,6 +138,40 @@ func TestStopLeavesNoGoroutineOfTheServerBehind(t *testing.T) {
 			}
 		})
 	}
+	// Peers add the mirror's streams, the homes table's polls and the
+	// freshness checks: they end with their cache too.
+	t.Run("two caches that mirror each other", func(t *testing.T) {
+		before := goroutines()
+		ctx := klog.NewContext(testContext(t), klog.Background())
+		regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{}, "east", "west")
+		east, west := regions["east"].Srv, regions["west"].Srv
+		atEast := cachetest.Dynamic(t, east.ShardConfig(t, "shard-east"), kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "shard-east", Cluster: "root"}))
+		if _, err := atEast.Resource(apiExports).Create(ctx, apiExport("mirrored", nil), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		atWest := cachetest.Dynamic(t, west.Config(), kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "shard-east", Cluster: "root"}))
+		cachetest.Eventually(t, "west mirrors shard-east's object", func(ctx context.Context) error {
+			_, err := atWest.Resource(apiExports).Get(ctx, "mirrored", metav1.GetOptions{})
+			return err
+		})
+		mirrorRuns := false
+		for id, stack := range goroutines() {
+			if _, ok := before[id]; !ok && strings.Contains(stack, "kcp-cache/cache/server/mirror.") {
+				mirrorRuns = true
+			}
+		}
+		if !mirrorRuns {
+			t.Fatal("no goroutine of the mirror runs while the caches mirror each other: the accounting sees nothing")
+		}
+		for _, srv := range []*cachetest.Server{west, east} {
+			if err := srv.Stop(); err != nil {
+				t.Fatalf("stopping: %v", err)
+			}
+		}
+		if left := leftOver(before, 10*time.Second); len(left) > 0 {
+			t.Fatalf("%d goroutines of the caches still run after Stop:\n\n%s", len(left), strings.Join(left, "\n\n"))
+		}
+	})
 }
 
 // hookWiring installs the replication hook in a host as kcp wires it (see
