@@ -107,7 +107,9 @@ type Report struct {
 	// Writes and Reads count the operations by kind; Unknown the writes
 	// whose outcome the client did not learn.
 	Writes, Reads, Unknown int
-	// MirrorReads counts the consistent reads answered by a mirror.
+	// MirrorReads counts the consistent reads answered by a cache other
+	// than the one written through: a mirror in regions, a second server
+	// on the same etcd when scaled out.
 	MirrorReads int
 	WatchEvents int
 	Faults      []string

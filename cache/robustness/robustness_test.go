@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -38,34 +40,76 @@ type oneCache struct {
 	proxy   *Proxy
 	client  dynamic.ResourceInterface
 	readers []dynamic.ResourceInterface
-	// mirrors are caches in regions that mirror srv (nil for one cache).
-	mirrors []*cachetest.Server
+	// faultList are the shape's faults, injected in turn.
+	faultList []fault
 }
 
 func startOneCache(t *testing.T) *oneCache {
 	t.Helper()
-	return behindProxy(t, cachetest.StartServer(t))
+	c := behindProxy(t, cachetest.StartServer(t))
+	c.faultList = []fault{restartOf("the cache server", c.srv), compactionOf(c.srv.EtcdClient)}
+	return c
+}
+
+// startExternalEtcd is the scaled-out shape: two cache servers storing in
+// one external etcd cluster of three members, the writers going through
+// the first and reading from either at random (a consistent read at the
+// second holds every write the first acknowledged, as both read the same
+// etcd). Faults: a member's crash and its return, a restart of the first
+// cache, a compaction.
+func startExternalEtcd(t *testing.T) *oneCache {
+	t.Helper()
+	const members = 3
+	cluster := cachetest.StartEtcdCluster(t, members)
+	c := behindProxy(t, cachetest.StartServer(t, cachetest.WithFlags(cluster.Flags)))
+	c.readers = []dynamic.ResourceInterface{c.client, scopedReader(t, cachetest.StartServer(t, cachetest.WithFlags(cluster.Flags)))}
+	etcd := cluster.Client(t)
+	kill, restart := memberFaults(cluster, members)
+	c.faultList = []fault{kill, restart, restartOf("the first cache server", c.srv), compactionOf(func() *clientv3.Client { return etcd })}
+	return c
+}
+
+// scopedReader reads shard s's partition at srv as its admin.
+func scopedReader(t *testing.T, srv *cachetest.Server) dynamic.ResourceInterface {
+	t.Helper()
+	cfg := srv.Config()
+	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})
+	d, err := dynamic.NewForConfig(client.Unthrottled(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Resource(Resource)
 }
 
 // startRegions is the regions shape: two caches in a full mesh, the
 // shard homed at a, the writers reading from a and b at random (a
-// consistent read at b is confirmed with a).
+// consistent read at b is confirmed with a). Faults: restarts of either
+// cache, the link from b to a cut and restored, a compaction at a.
 func startRegions(t *testing.T) *oneCache {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 2*cachetest.DefaultTimeout)
 	defer cancel()
-	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{}, "a", "b")
+	// The mirror b reaches its home a through a link the faults cut.
+	link := cachetest.NewLinkCutter()
+	via := func(from, to, host string) string {
+		if from == "b" && to == "a" {
+			return link.Via(t, host)
+		}
+		return host
+	}
+	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, "a", "b")
 	c := behindProxy(t, regions["a"].Srv)
 	b := regions["b"].Srv
-	cfg := b.Config()
-	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})
-	cfg = client.Unthrottled(cfg)
-	d, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
+	c.readers = []dynamic.ResourceInterface{c.client, scopedReader(t, b)}
+	cut := func(_ context.Context, _ *testing.T, rec *Recorder) {
+		rec.Fault("link from the mirror to its home cut")
+		link.Cut()
 	}
-	c.readers = []dynamic.ResourceInterface{c.client, d.Resource(Resource)}
-	c.mirrors = []*cachetest.Server{b}
+	restore := func(_ context.Context, _ *testing.T, rec *Recorder) {
+		rec.Fault("link from the mirror to its home restored")
+		link.Restore()
+	}
+	c.faultList = []fault{restartOf("the mirror", b), cut, restartOf("the home", c.srv), restore, compactionOf(c.srv.EtcdClient)}
 	return c
 }
 
@@ -149,46 +193,71 @@ func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Co
 	return rep
 }
 
-// faults of the one-cache shape, in turn: the cache restarts on its data
-// (clients see refused connections and lost answers), etcd compacts its
-// history (resumed watches get 410 Gone).
+// fault injects one failure while traffic runs and records it.
+type fault func(ctx context.Context, t *testing.T, rec *Recorder)
+
+// faults injects the shape's faults in turn.
 func (c *oneCache) faults(t *testing.T) func(ctx context.Context, rec *Recorder, n int) {
 	return func(ctx context.Context, rec *Recorder, n int) {
-		restart := func(what string, srv *cachetest.Server) {
-			rec.Fault("restart of " + what)
-			rctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
-			defer cancel()
-			if err := srv.Restart(rctx); err != nil {
-				t.Errorf("restarting %s: %v", what, err)
-			}
-		}
-		kinds := 2 // a restart of the cache, a compaction
-		if len(c.mirrors) > 0 {
-			kinds = 3 // a restart of the mirror, of the home, a compaction
-		}
-		switch k := n % kinds; {
-		case kinds == 3 && k == 0:
-			restart("the mirror", c.mirrors[0])
-		case k == kinds-2 && len(c.mirrors) > 0:
-			restart("the home", c.srv)
-		case k == kinds-2:
-			restart("the cache server", c.srv)
-		default:
-			resp, err := c.srv.EtcdClient().Get(ctx, "/", nil...)
-			if err != nil {
-				return
-			}
-			rec.Fault(fmt.Sprintf("etcd compaction at revision %d", resp.Header.Revision))
-			if _, err := c.srv.EtcdClient().Compact(ctx, resp.Header.Revision); err != nil {
-				t.Logf("compaction: %v", err)
-			}
+		c.faultList[n%len(c.faultList)](ctx, t, rec)
+	}
+}
+
+// restartOf restarts a cache server on its data: clients see refused
+// connections and lost answers, watches end.
+func restartOf(what string, srv *cachetest.Server) fault {
+	return func(_ context.Context, t *testing.T, rec *Recorder) {
+		rec.Fault("restart of " + what)
+		rctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
+		defer cancel()
+		if err := srv.Restart(rctx); err != nil {
+			t.Errorf("restarting %s: %v", what, err)
 		}
 	}
 }
 
+// compactionOf compacts the etcd that etcdClient returns a client of at
+// its current revision: resumed watches from before it get 410 Gone.
+func compactionOf(etcdClient func() *clientv3.Client) fault {
+	return func(ctx context.Context, t *testing.T, rec *Recorder) {
+		cli := etcdClient()
+		resp, err := cli.Get(ctx, "/", nil...)
+		if err != nil {
+			return
+		}
+		rec.Fault(fmt.Sprintf("etcd compaction at revision %d", resp.Header.Revision))
+		if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
+			t.Logf("compaction: %v", err)
+		}
+	}
+}
+
+// memberFaults kill one member of cluster at a time, as a crash would (the
+// next member each time), and start it again on its data: the cluster
+// keeps its majority throughout, and a leader's crash makes it elect
+// another.
+func memberFaults(cluster *cachetest.EtcdCluster, members int) (kill, restart fault) {
+	var next, killed int
+	kill = func(_ context.Context, _ *testing.T, rec *Recorder) {
+		killed = next % members
+		next++
+		rec.Fault(fmt.Sprintf("SIGKILL of etcd member %d", killed))
+		cluster.Kill(killed)
+	}
+	restart = func(_ context.Context, t *testing.T, rec *Recorder) {
+		rec.Fault(fmt.Sprintf("restart of etcd member %d on its data", killed))
+		rctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
+		defer cancel()
+		if err := cluster.Restart(rctx, killed); err != nil {
+			t.Errorf("restarting etcd member %d: %v", killed, err)
+		}
+	}
+	return kill, restart
+}
+
 func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
-	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at a mirror), %d watch events, faults: %v",
+	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d watch events, faults: %v",
 		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.WatchEvents, rep.Faults)
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
@@ -233,6 +302,17 @@ func TestRobustnessRegions(t *testing.T) {
 		t.Skip("long scenario (two caches in regions): skipped with -short")
 	}
 	runShape(t, "regions", startRegions(t), func(rep Report) int { return rep.MirrorReads })
+}
+
+// TestRobustnessExternalEtcd: traffic against two caches on one external
+// etcd cluster of three while its members crash and return in turn, the
+// first cache restarts and etcd compacts; reads at either cache are
+// linearizable with the writes through the first.
+func TestRobustnessExternalEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (three etcd members, two caches): skipped with -short")
+	}
+	runShape(t, "external etcd", startExternalEtcd(t), func(rep Report) int { return rep.Reads })
 }
 
 // TestSeededFaultsAreCaught: each deliberate bug is named by the check it

@@ -24,8 +24,10 @@ import (
 type EtcdCluster struct {
 	tls     embeddedetcd.TLSFiles
 	members []*embeddedetcd.Server
-	urls    []string
-	client  *clientv3.Client
+	// cfgs start each member again on its data (Restart).
+	cfgs   []embeddedetcd.Config
+	urls   []string
+	client *clientv3.Client
 
 	mu sync.Mutex
 }
@@ -66,6 +68,7 @@ func StartEtcdCluster(t testing.TB, n int) *EtcdCluster {
 		wg.Go(func() { c.members[i], errs[i] = embeddedetcd.Start(ctx, cfgs[i]) })
 	}
 	wg.Wait()
+	c.cfgs = cfgs
 	t.Cleanup(func() {
 		for i := range c.members {
 			c.Stop(i)
@@ -138,4 +141,21 @@ func (c *EtcdCluster) Stop(i int) {
 		c.members[i].Close()
 		c.members[i] = nil
 	}
+}
+
+// Restart starts member i again on its data after Kill or Stop; it rejoins
+// the cluster as the member it was (etcd ignores the initial cluster of a
+// member with data). A running member is left as it is.
+func (c *EtcdCluster) Restart(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.members[i] != nil {
+		return nil
+	}
+	m, err := embeddedetcd.Start(ctx, c.cfgs[i])
+	if err != nil {
+		return fmt.Errorf("restarting member %d: %w", i, err)
+	}
+	c.members[i] = m
+	return nil
 }

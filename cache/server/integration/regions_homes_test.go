@@ -166,12 +166,12 @@ func TestRegionsWriteWhileCut(t *testing.T) {
 		t.Skip("long scenario (several caches in regions): skipped with -short")
 	}
 	ctx := testContext(t)
-	aToB, bToA := newLinkCutter(), newLinkCutter()
+	aToB, bToA := cachetest.NewLinkCutter(), cachetest.NewLinkCutter()
 	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
 		if from == "a" {
-			return aToB.via(t, host)
+			return aToB.Via(t, host)
 		}
-		return bToA.via(t, host)
+		return bToA.Via(t, host)
 	}, "a", "b")
 	a, b := regions["a"], regions["b"]
 	const n = 10
@@ -182,8 +182,8 @@ func TestRegionsWriteWhileCut(t *testing.T) {
 	}
 	waitItems(t, b, "s-a", n, "a")
 
-	aToB.cut()
-	bToA.cut()
+	aToB.Cut()
+	bToA.Cut()
 	_, err := dyn(t, b.srv, "s-a", "root").Resource(apiExports).Create(ctx, apiExport("stray", nil), metav1.CreateOptions{})
 	wantStatus(t, "system:masters writing s-a at b, cut from its home", err, http.StatusForbidden, "", "")
 	_, err = b.shard(t, "s-a").Create(ctx, apiExport("stray", nil), metav1.CreateOptions{})
@@ -194,8 +194,8 @@ func TestRegionsWriteWhileCut(t *testing.T) {
 	wantStatus(t, "a new shard writing at a, cut from b", err, http.StatusServiceUnavailable, mirror.ReasonHomeUnreachable, "b")
 	waitItems(t, a, "s-a", n, "")
 
-	aToB.restore()
-	bToA.restore()
+	aToB.Restore()
+	bToA.Restore()
 	cachetest.Eventually(t, "the new shard writes at b once b reaches a", func(ctx context.Context) error {
 		_, err := b.shard(t, "s-new").Create(ctx, apiExport("one", nil), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {

@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -388,10 +385,10 @@ func TestReaderNeverGoesBackAcrossCaches(t *testing.T) {
 		t.Skip("long scenario (several caches in regions): skipped with -short")
 	}
 	ctx := testContext(t)
-	link := newLinkCutter()
+	link := cachetest.NewLinkCutter()
 	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
 		if from == "b" && to == "a" {
-			return link.via(t, host)
+			return link.Via(t, host)
 		}
 		return host
 	}, "a", "b")
@@ -429,7 +426,7 @@ func TestReaderNeverGoesBackAcrossCaches(t *testing.T) {
 
 	// b loses its link to a; a acknowledges a second write, which the
 	// reader sees at a.
-	link.cut()
+	link.Cut()
 	if _, err := a.shard(t, "s-a").Create(ctx, apiExport("two", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +447,7 @@ func TestReaderNeverGoesBackAcrossCaches(t *testing.T) {
 	}
 
 	// The link returns; b catches up and is accepted again.
-	link.restore()
+	link.Restore()
 	cachetest.Eventually(t, "b catches up and the reader accepts it", func(ctx context.Context) error {
 		got, err := names(atB, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil || !slices.Equal(got, []string{"s-a/root/one", "s-a/root/two"}) {
@@ -458,83 +455,6 @@ func TestReaderNeverGoesBackAcrossCaches(t *testing.T) {
 		}
 		return nil
 	})
-}
-
-// linkCutter forwards TCP connections to a cache and can cut them all, as
-// a network partition between two regions would.
-type linkCutter struct {
-	mu    sync.Mutex
-	down  bool
-	conns map[net.Conn]struct{}
-}
-
-func newLinkCutter() *linkCutter {
-	return &linkCutter{conns: map[net.Conn]struct{}{}}
-}
-
-// via starts forwarding a loopback port to the https URL host and returns
-// the URL of that port.
-func (l *linkCutter) via(t *testing.T, host string) string {
-	t.Helper()
-	target := strings.TrimPrefix(host, "https://")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = ln.Close()
-		l.cut()
-	})
-	go func() {
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			l.mu.Lock()
-			down := l.down
-			l.mu.Unlock()
-			if down {
-				_ = in.Close()
-				continue
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			l.track(in, out)
-			go func() { _, _ = io.Copy(out, in); _ = out.Close() }()
-			go func() { _, _ = io.Copy(in, out); _ = in.Close() }()
-		}
-	}()
-	return "https://" + ln.Addr().String()
-}
-
-func (l *linkCutter) track(conns ...net.Conn) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, c := range conns {
-		l.conns[c] = struct{}{}
-	}
-}
-
-// cut closes every forwarded connection and refuses new ones.
-func (l *linkCutter) cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = true
-	for c := range l.conns {
-		_ = c.Close()
-	}
-	l.conns = map[net.Conn]struct{}{}
-}
-
-// restore forwards new connections again.
-func (l *linkCutter) restore() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.down = false
 }
 
 // TestReaderMovesBetweenMirrorsWhileTheHomeIsDown: two mirrors that hold
@@ -547,10 +467,10 @@ func TestReaderMovesBetweenMirrorsWhileTheHomeIsDown(t *testing.T) {
 		t.Skip("long scenario (three caches in regions): skipped with -short")
 	}
 	ctx := testContext(t)
-	link := newLinkCutter()
+	link := cachetest.NewLinkCutter()
 	regions := startRegionsVia(t, ctx, func(from, to, host string) string {
 		if from == "c" && to == "a" {
-			return link.via(t, host)
+			return link.Via(t, host)
 		}
 		return host
 	}, "a", "b", "c")
@@ -587,7 +507,7 @@ func TestReaderMovesBetweenMirrorsWhileTheHomeIsDown(t *testing.T) {
 		})
 	}
 	// c stops following a; another shard of a writes, which b follows.
-	link.cut()
+	link.Cut()
 	if _, err := a.shard(t, "s-other").Create(ctx, apiExport("elsewhere", nil), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
