@@ -22,6 +22,7 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
 var (
@@ -66,6 +67,30 @@ func startExternalEtcd(t *testing.T) *oneCache {
 	etcd := cluster.Client(t)
 	kill, restart := memberFaults(cluster, members)
 	c.faultList = []fault{kill, restart, restartOf("the first cache server", c.srv), compactionOf(func() *clientv3.Client { return etcd })}
+	return c
+}
+
+// startMemoryGroup is the in-memory group shape: three --storage=memory
+// servers of one group, the writers going through m0 and reading from any
+// member at random (a consistent read at any member is a quorum read of
+// the group). Faults: each member in turn restarts, its memory gone, and
+// refills from its peers; a compaction.
+func startMemoryGroup(t *testing.T) *oneCache {
+	t.Helper()
+	servers, clientURLs := cachetest.StartMemoryGroup(t, 3)
+	c := behindProxy(t, servers[0])
+	c.readers = []dynamic.ResourceInterface{c.client, scopedReader(t, servers[1]), scopedReader(t, servers[2])}
+	tlsConfig, err := servers[0].Server().EmbeddedEtcdTLS().ClientTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd := etcdtest.Dial(t, tlsConfig, clientURLs...)
+	c.faultList = []fault{
+		restartOf("member m1 (its memory lost)", servers[1]),
+		restartOf("member m2 (its memory lost)", servers[2]),
+		restartOf("member m0, written through (its memory lost)", servers[0]),
+		compactionOf(func() *clientv3.Client { return etcd }),
+	}
 	return c
 }
 
@@ -302,6 +327,16 @@ func TestRobustnessRegions(t *testing.T) {
 		t.Skip("long scenario (two caches in regions): skipped with -short")
 	}
 	runShape(t, "regions", startRegions(t), func(rep Report) int { return rep.MirrorReads })
+}
+
+// TestRobustnessMemoryGroup: traffic against an in-memory group of three
+// while each member restarts in turn, its memory gone, and etcd compacts;
+// reads at any member are linearizable with the writes through m0.
+func TestRobustnessMemoryGroup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a group of three in-memory servers): skipped with -short")
+	}
+	runShape(t, "memory group", startMemoryGroup(t), func(rep Report) int { return rep.MirrorReads })
 }
 
 // TestRobustnessExternalEtcd: traffic against two caches on one external

@@ -2,13 +2,10 @@ package integration_test
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"maps"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,68 +19,9 @@ import (
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
-	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
-
-// startMemoryGroup starts n --storage=memory servers of one group on
-// loopback, all at once: a new group needs a majority of its members up
-// within the start timeout.
-// It returns the servers and the URLs at which their members serve the
-// group (TLS with the group's certificates).
-func startMemoryGroup(t *testing.T, n int) ([]*cachetest.Server, []string) {
-	t.Helper()
-	var peers []string
-	clientURLs := make([]string, n)
-	for i := range n {
-		peerPort, err := ports.Reserve()
-		if err != nil {
-			t.Fatal(err)
-		}
-		clientPort, err := ports.Reserve()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, fmt.Sprintf("m%d=https://127.0.0.1:%d", i, peerPort))
-		clientURLs[i] = fmt.Sprintf("https://127.0.0.1:%d", clientPort)
-	}
-	// The group's secret, as an operator hands it to every server: the
-	// group speaks TLS with certificates derived from it.
-	secretFile := filepath.Join(t.TempDir(), "group-secret")
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	servers := make([]*cachetest.Server, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		var o cachetest.Options
-		ownEmbeddedEtcd(func(o *options.Options) {
-			o.EmbeddedEtcd.Storage = options.StorageMemory
-			g := o.EmbeddedEtcd.MemoryGroup
-			g.Peers, g.MemberName, g.ClientURL, g.SecretFile = peers, fmt.Sprintf("m%d", i), clientURLs[i], secretFile
-		})(&o)
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
-			defer cancel()
-			servers[i], errs[i] = cachetest.Start(ctx, o)
-		})
-	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("starting member m%d: %v", i, err)
-		}
-		cachetest.StopOnCleanup(t, fmt.Sprintf("member m%d", i), servers[i].Stop)
-	}
-	return servers, clientURLs
-}
 
 // growRaftLog writes n revisions of one key outside the cache's prefix,
 // through the group's members: enough, beyond the few thousand entries
@@ -188,7 +126,7 @@ func TestMemoryGroupStaysWhole(t *testing.T) {
 		t.Skip("long scenario (a group of three servers restarted one by one and as a whole): skipped with -short")
 	}
 	t.Parallel()
-	servers, clientURLs := startMemoryGroup(t, 3)
+	servers, clientURLs := cachetest.StartMemoryGroup(t, 3)
 	ctx := testContext(t)
 	epoch := epochOf(t, servers[0])
 	for i, srv := range servers[1:] {
@@ -315,7 +253,7 @@ func TestMemoryGroupSurvivorServesStaleReads(t *testing.T) {
 		t.Skip("long scenario (a group of three servers, two stopped, read for 8 s): skipped with -short")
 	}
 	t.Parallel()
-	servers, _ := startMemoryGroup(t, 3)
+	servers, _ := cachetest.StartMemoryGroup(t, 3)
 	ctx := testContext(t)
 
 	want := map[string]string{}

@@ -21,19 +21,6 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
 
-// ownEmbeddedEtcd makes the server start its own embedded etcd, on free
-// ports, instead of the fixture's.
-func ownEmbeddedEtcd(more func(*options.Options)) cachetest.Option {
-	return cachetest.WithFlags(func(o *options.Options) {
-		t := &o.Etcd.StorageConfig.Transport
-		t.ServerList, t.TrustedCAFile, t.CertFile, t.KeyFile = nil, "", "", ""
-		o.EmbeddedEtcd.ClientPort, o.EmbeddedEtcd.PeerPort = 0, 0
-		if more != nil {
-			more(o)
-		}
-	})
-}
-
 // embeddedEtcdClient reaches the server's own embedded etcd with the
 // server's etcd identity.
 func embeddedEtcdClient(t *testing.T, srv *cachetest.Server) *clientv3.Client {
@@ -52,7 +39,7 @@ func TestInMemoryStorageStartsEmptyAtEveryStart(t *testing.T) {
 		t.Skip("long scenario (several restarts): skipped with -short")
 	}
 	t.Parallel()
-	srv := cachetest.StartServer(t, ownEmbeddedEtcd(func(o *options.Options) { o.EmbeddedEtcd.Storage = options.StorageMemory }))
+	srv := cachetest.StartServer(t, cachetest.OwnEmbeddedEtcd(func(o *options.Options) { o.EmbeddedEtcd.Storage = options.StorageMemory }))
 	ctx := testContext(t)
 	exports := dyn(t, srv, "amber", "root").Resource(apiExports)
 	if _, err := exports.Create(ctx, apiExport("payments", nil), metav1.CreateOptions{}); err != nil {
@@ -84,7 +71,7 @@ func TestEmbeddedEtcdFileShrinksAfterDeletions(t *testing.T) {
 		t.Skip("long scenario (fills and empties the etcd file): skipped with -short")
 	}
 	t.Parallel()
-	srv := cachetest.StartServer(t, ownEmbeddedEtcd(func(o *options.Options) {
+	srv := cachetest.StartServer(t, cachetest.OwnEmbeddedEtcd(func(o *options.Options) {
 		o.EmbeddedEtcd.MaintenanceInterval = 200 * time.Millisecond
 		o.Etcd.StorageConfig.CompactionInterval = time.Second
 	}))

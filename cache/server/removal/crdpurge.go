@@ -66,15 +66,24 @@ func (p *CRDPurger) Run(ctx context.Context) {
 		if quit {
 			return
 		}
-		remaining, err := p.purge(ctx, name)
+		state, err := p.purge(ctx, name)
 		switch {
 		case err != nil:
 			logger.Error(err, "Purging the objects of a deleted CRD", "crd", name)
 			queue.AddRateLimited(name)
-		case remaining:
+		case state == purged:
 			// Deleted what was there; look again until the CRD is gone,
 			// in case more arrived meanwhile.
 			queue.AddAfter(name, time.Second)
+			queue.Forget(name)
+		case state == empty:
+			// Nothing there now, but the CRD is still Terminating: an
+			// object may still arrive (a shard's create that raced the
+			// deletion), and upstream's finalizer, once past its first
+			// list, only polls for it to disappear (every 5 s for a
+			// minute) without changing the CRD, so no event would bring
+			// the CRD back to this queue.
+			queue.AddAfter(name, terminatingRecheck)
 			queue.Forget(name)
 		default:
 			queue.Forget(name)
@@ -83,45 +92,64 @@ func (p *CRDPurger) Run(ctx context.Context) {
 	}
 }
 
+// purgeState is what purge found.
+type purgeState int
+
+const (
+	// done: the CRD is gone or not being deleted.
+	done purgeState = iota
+	// empty: the CRD is Terminating and has no objects.
+	empty
+	// purged: the CRD is Terminating and its objects were deleted.
+	purged
+)
+
+// terminatingRecheck is how often an empty Terminating CRD is looked at
+// again, until it is gone.
+const terminatingRecheck = 2 * time.Second
+
 // purge deletes every object of a Terminating CRD through its partition and
-// reports whether there were any.
-func (p *CRDPurger) purge(ctx context.Context, name string) (bool, error) {
+// says what it found.
+func (p *CRDPurger) purge(ctx context.Context, name string) (purgeState, error) {
 	crd, err := p.informer.Lister().Get(name)
 	if apierrors.IsNotFound(err) || (err == nil && crd.DeletionTimestamp == nil) {
-		return false, nil
+		return done, nil
 	}
 	if err != nil {
-		return false, err
+		return done, err
 	}
 	gvr, ok := storedVersion(crd)
 	if !ok {
-		return false, nil
+		return done, nil
 	}
 	everywhere, err := p.client(kcpcache.Scope{Shard: kcpcache.Wildcard, Cluster: kcpcache.Wildcard})
 	if err != nil {
-		return false, err
+		return done, err
 	}
 	list, err := everywhere.Resource(gvr).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return false, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
+		return done, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
 	}
 	for _, obj := range list.Items {
 		a := obj.GetAnnotations()
 		scope, err := kcpcache.NewScope(a[kcpcache.AnnotationShard], a[kcpcache.AnnotationCluster])
 		if err != nil || scope.IsWildcard() {
-			return true, fmt.Errorf("%s %q has no valid partition annotations: %v", gvr.GroupResource(), obj.GetName(), err)
+			return purged, fmt.Errorf("%s %q has no valid partition annotations: %v", gvr.GroupResource(), obj.GetName(), err)
 		}
 		c, err := p.client(scope)
 		if err != nil {
-			return true, err
+			return purged, err
 		}
 		err = c.Resource(gvr).Namespace(obj.GetNamespace()).Delete(ctx, obj.GetName(), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return true, fmt.Errorf("deleting %s %s/%s in %s: %w", gvr.GroupResource(), obj.GetNamespace(), obj.GetName(), scope, err)
+			return purged, fmt.Errorf("deleting %s %s/%s in %s: %w", gvr.GroupResource(), obj.GetNamespace(), obj.GetName(), scope, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Purged an object of a deleted CRD", "crd", name, "partition", scope.String(), "namespace", obj.GetNamespace(), "name", obj.GetName())
 	}
-	return len(list.Items) > 0, nil
+	if len(list.Items) == 0 {
+		return empty, nil
+	}
+	return purged, nil
 }
 
 // client addresses scope with the server's loopback (system:masters).

@@ -1,0 +1,86 @@
+package cachetest
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
+)
+
+// OwnEmbeddedEtcd makes the server start its own embedded etcd, on free
+// ports, instead of the fixture's.
+func OwnEmbeddedEtcd(more func(*options.Options)) Option {
+	return WithFlags(func(o *options.Options) {
+		t := &o.Etcd.StorageConfig.Transport
+		t.ServerList, t.TrustedCAFile, t.CertFile, t.KeyFile = nil, "", "", ""
+		o.EmbeddedEtcd.ClientPort, o.EmbeddedEtcd.PeerPort = 0, 0
+		if more != nil {
+			more(o)
+		}
+	})
+}
+
+// StartMemoryGroup starts n --storage=memory servers of one group on
+// loopback, all at once: a new group needs a majority of its members up
+// within the start timeout.
+// It returns the servers and the URLs at which their members serve the
+// group (TLS with the group's certificates).
+func StartMemoryGroup(t testing.TB, n int) ([]*Server, []string) {
+	t.Helper()
+	var peers []string
+	clientURLs := make([]string, n)
+	for i := range n {
+		peerPort, err := ports.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		clientPort, err := ports.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers = append(peers, fmt.Sprintf("m%d=https://127.0.0.1:%d", i, peerPort))
+		clientURLs[i] = fmt.Sprintf("https://127.0.0.1:%d", clientPort)
+	}
+	// The group's secret, as an operator hands it to every server: the
+	// group speaks TLS with certificates derived from it.
+	secretFile := filepath.Join(t.TempDir(), "group-secret")
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	servers := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		var o Options
+		OwnEmbeddedEtcd(func(o *options.Options) {
+			o.EmbeddedEtcd.Storage = options.StorageMemory
+			g := o.EmbeddedEtcd.MemoryGroup
+			g.Peers, g.MemberName, g.ClientURL, g.SecretFile = peers, fmt.Sprintf("m%d", i), clientURLs[i], secretFile
+		})(&o)
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), DefaultTimeout)
+			defer cancel()
+			servers[i], errs[i] = Start(ctx, o)
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("starting member m%d: %v", i, err)
+		}
+		StopOnCleanup(t, fmt.Sprintf("member m%d", i), servers[i].Stop)
+	}
+	return servers, clientURLs
+}
