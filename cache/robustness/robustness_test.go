@@ -265,6 +265,10 @@ func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Co
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelFinal()
 	if err := tr.GetAll(finalCtx, c.client); err != nil {
+		// The watcher and a fault still under way end first: they
+		// report to t, which must not have ended.
+		stopWatch()
+		wg.Wait()
 		t.Fatal(err)
 	}
 	stopWatch()
