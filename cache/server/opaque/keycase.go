@@ -120,12 +120,14 @@ func CheckJSONPatchKeys(data []byte) error {
 		return nil
 	}
 	for _, op := range ops {
-		if op.Path != "" && !strings.HasPrefix(op.Path, "/") {
-			// Not a JSON pointer: it targets nothing, and the patch
-			// handler refuses it.
-			continue
+		// Tokens as gopkg.in/evanphx/json-patch.v4 (upstream's patch
+		// handler) reads the path: it drops the first segment whatever it
+		// holds, so "0/Kind" targets what "/Kind" does, and a path without
+		// any "/" names a top-level member.
+		tokens := strings.Split(op.Path, "/")
+		if len(tokens) > 1 {
+			tokens = tokens[1:]
 		}
-		tokens := strings.Split(op.Path, "/")[1:]
 		for n, t := range tokens {
 			tokens[n] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
 		}
