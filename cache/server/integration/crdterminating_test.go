@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,35 +30,13 @@ func TestCRDWithLateObjectsIsNotTerminatingForever(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := bootstrap.SchemalessCRD(bootstrap.CRDNames{Group: "late.dev", Version: "v1", Resource: "gadgets", Kind: "Gadget"})
-	crd.Finalizers = []string{"test.kcp-cache.dev/hold"}
-	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cachetest.Eventually(t, "the CRD is established", func(ctx context.Context) error {
-		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == "Established" && c.Status == "True" {
-				return nil
-			}
-		}
-		return fmt.Errorf("not established")
-	})
-	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("deleting an unused CRD: %v", err)
-	}
+	crd := deleteHeldCRD(ctx, t, crds, bootstrap.CRDNames{Group: "late.dev", Version: "v1", Resource: "gadgets", Kind: "Gadget"})
 	key := srv.EtcdPrefix() + "/late.dev/gadgets/amber/root/g1"
 	value := `{"apiVersion":"late.dev/v1","kind":"Gadget","metadata":{"name":"g1","uid":"6a0e1c43-0000-4000-8000-000000000001","creationTimestamp":"2026-01-01T00:00:00Z","annotations":{"kcp.io/shard":"amber","kcp.io/cluster":"root"}}}`
 	if _, err := srv.EtcdClient().Put(ctx, key, value); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, crd.Name, types.JSONPatchType,
-		[]byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("releasing the test's finalizer: %v", err)
-	}
+	releaseHold(ctx, t, crds, crd.Name)
 	cachetest.Eventually(t, "the CRD is gone", func(ctx context.Context) error {
 		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -87,26 +66,7 @@ func TestObjectArrivingAtATerminatingCRDIsPurged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := bootstrap.SchemalessCRD(bootstrap.CRDNames{Group: "later.dev", Version: "v1", Resource: "widgets", Kind: "Widget"})
-	crd.Finalizers = []string{"test.kcp-cache.dev/hold"}
-	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cachetest.Eventually(t, "the CRD is established", func(ctx context.Context) error {
-		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range got.Status.Conditions {
-			if c.Type == "Established" && c.Status == "True" {
-				return nil
-			}
-		}
-		return fmt.Errorf("not established")
-	})
-	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatalf("deleting an unused CRD: %v", err)
-	}
+	crd := deleteHeldCRD(ctx, t, crds, bootstrap.CRDNames{Group: "later.dev", Version: "v1", Resource: "widgets", Kind: "Widget"})
 	cachetest.Eventually(t, "upstream's finalizer is done, the test's holds the CRD", func(ctx context.Context) error {
 		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if err != nil {
@@ -143,10 +103,7 @@ func TestObjectArrivingAtATerminatingCRDIsPurged(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, crd.Name, types.JSONPatchType,
-		[]byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`), metav1.PatchOptions{}); err != nil {
-		t.Fatalf("releasing the test's finalizer: %v", err)
-	}
+	releaseHold(ctx, t, crds, crd.Name)
 	cachetest.Eventually(t, "the CRD is gone", func(ctx context.Context) error {
 		_, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -154,4 +111,40 @@ func TestObjectArrivingAtATerminatingCRDIsPurged(t *testing.T) {
 		}
 		return fmt.Errorf("still there: %v", err)
 	})
+}
+
+// deleteHeldCRD creates a CRD with the test's finalizer, waits until it is
+// established and deletes it: it stays Terminating until releaseHold.
+func deleteHeldCRD(ctx context.Context, t *testing.T, crds apiextensionsclient.Interface, names bootstrap.CRDNames) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd := bootstrap.SchemalessCRD(names)
+	crd.Finalizers = []string{"test.kcp-cache.dev/hold"}
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cachetest.Eventually(t, "the CRD is established", func(ctx context.Context) error {
+		got, err := crds.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == "Established" && c.Status == "True" {
+				return nil
+			}
+		}
+		return fmt.Errorf("not established")
+	})
+	if err := crds.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting an unused CRD: %v", err)
+	}
+	return crd
+}
+
+// releaseHold removes the test's finalizer from the CRD name.
+func releaseHold(ctx context.Context, t *testing.T, crds apiextensionsclient.Interface, name string) {
+	t.Helper()
+	if _, err := crds.ApiextensionsV1().CustomResourceDefinitions().Patch(ctx, name, types.JSONPatchType,
+		[]byte(`[{"op":"remove","path":"/metadata/finalizers/0"}]`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("releasing the test's finalizer: %v", err)
+	}
 }
