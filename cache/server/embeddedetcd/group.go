@@ -53,6 +53,9 @@ const (
 	// every other for five seconds (its strict reconfiguration check), and
 	// a cluster without a leader cannot change its membership at all.
 	groupRetryInterval = time.Second
+	// groupNudgeInterval is how often a joining member has the running
+	// group commit an entry (see Group.nudge).
+	groupNudgeInterval = time.Second
 	// clusterVersionNotDecided is what a member's /version says before its
 	// cluster ever had a leader.
 	clusterVersionNotDecided = "not_decided"
@@ -213,12 +216,18 @@ func listenURL(u url.URL) url.URL {
 func (g Group) launch(ctx context.Context, ec *embed.Config, deadline time.Time, reset func() error) (*embed.Etcd, error) {
 	logger := klog.FromContext(ctx)
 	for {
-		state, initialCluster, err := g.plan(ctx)
+		state, initialCluster, endpoints, err := g.plan(ctx)
 		if err == nil {
 			ec.ClusterState, ec.InitialCluster = state, initialCluster
 			logger.Info("Starting a member of the memory group", "member", g.Name, "clusterState", state, "initialCluster", initialCluster)
+			stopNudging := func() {}
+			if state == embed.ClusterStateFlagExisting {
+				stopNudging = g.nudge(ctx, endpoints)
+			}
 			var e *embed.Etcd
-			if e, err = launch(ctx, ec, deadline); err == nil {
+			e, err = launch(ctx, ec, deadline)
+			stopNudging()
+			if err == nil {
 				return e, nil
 			}
 			if state == embed.ClusterStateFlagNew {
@@ -244,15 +253,15 @@ func (g Group) launch(ctx context.Context, ec *embed.Config, deadline time.Time,
 }
 
 // plan decides how the member starts: as a new member of the running
-// cluster (it is added here, and initialCluster is the membership
-// including it), or as one of a new cluster.
-func (g Group) plan(ctx context.Context) (state, initialCluster string, err error) {
+// cluster (it is added here, initialCluster is the membership including
+// it, and endpoints are the running members' client URLs), or as one of a
+// new cluster.
+func (g Group) plan(ctx context.Context) (state, initialCluster string, endpoints []string, err error) {
 	answers, err := g.probe(ctx)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
 	running := false
-	var endpoints []string
 	for _, a := range answers {
 		if a.clusterVersion == clusterVersionNotDecided {
 			continue
@@ -265,16 +274,74 @@ func (g Group) plan(ctx context.Context) (state, initialCluster string, err erro
 		}
 	}
 	if !running {
-		return embed.ClusterStateFlagNew, g.initialCluster(), nil
+		return embed.ClusterStateFlagNew, g.initialCluster(), nil, nil
 	}
 	if len(endpoints) == 0 {
-		return "", "", errors.New("members answer but none advertises a client URL yet")
+		return "", "", nil, errors.New("members answer but none advertises a client URL yet")
 	}
 	initialCluster, err = g.rejoin(ctx, endpoints)
 	if err != nil {
-		return "", "", err
+		return "", "", nil, err
 	}
-	return embed.ClusterStateFlagExisting, initialCluster, nil
+	return embed.ClusterStateFlagExisting, initialCluster, endpoints, nil
+}
+
+// nudge commits an entry in the running group every groupNudgeInterval
+// until the returned stop is called (it returns once the nudging has
+// ended), so that a joining member has an entry to apply after the
+// snapshot it starts from.
+//
+// It works around etcd (v3.6, etcdserver/server.go and v3_server.go): a
+// member that restores a snapshot moves its committed index to the
+// snapshot's but leaves its applied index (the one requests are checked
+// against) where it was, 0 for a new member, until it applies an entry
+// after the snapshot; and it refuses every request, its own publication
+// included, while the committed index is more than 5,000 above the
+// applied one ("too many requests"). A group with a long history that
+// writes nothing while the member joins (the member the shards write
+// through is the one restarting) sends it a snapshot past index 5,000 and
+// no entry after it: the member never becomes ready, its start times out,
+// and the group, a member short, is one failure from losing its majority.
+// The entry is a lease granted and revoked at once: it changes no key and
+// no revision.
+func (g Group) nudge(ctx context.Context, endpoints []string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var tlsConfig *tls.Config
+		if g.TLS != nil {
+			var err error
+			if tlsConfig, err = g.TLS.ClientTLSConfig(); err != nil {
+				return
+			}
+		}
+		cli, err := NewClient(endpoints, tlsConfig, groupProbeTimeout)
+		if err != nil {
+			return
+		}
+		defer func() { _ = cli.Close() }()
+		ticker := time.NewTicker(groupNudgeInterval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			// Failures are the group's state (no leader yet), not this
+			// member's: the next tick tries again.
+			rctx, rcancel := context.WithTimeout(ctx, groupProbeTimeout)
+			if lease, err := cli.Grant(rctx, 60); err == nil {
+				_, _ = cli.Revoke(rctx, lease.ID)
+			}
+			rcancel()
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
 }
 
 // peerAnswer is what a member's peer listener tells about its cluster.
