@@ -15,6 +15,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -32,22 +34,30 @@ var (
 	replay   = flag.String("robustness.history", "", "a saved history for TestCheckSavedHistory to check again")
 )
 
-// oneCache is a cluster shape: the shard's home cache on its embedded etcd,
-// written and watched through a proxy that can inject seeded faults, and
-// the caches the writers read from (the home alone, or the home and its
-// mirrors).
-type oneCache struct {
-	srv     *cachetest.Server
-	proxy   *Proxy
-	client  dynamic.ResourceInterface
-	readers []dynamic.ResourceInterface
+// cluster is a cluster shape: caches, one partition (shard) or more
+// written through its home, and the faults injected while traffic runs.
+type cluster struct {
+	// srv is the first partition's home.
+	srv   *cachetest.Server
+	parts []*partition
 	// faultList are the shape's faults, injected in turn.
 	faultList []fault
 }
 
-func startOneCache(t *testing.T) *oneCache {
+// partition is one shard's partition in a shape: written and watched at
+// its home through a proxy with the shard's identity that can inject
+// seeded faults, and read at the caches in readers (the home alone, or the
+// home and its mirrors; the home first).
+type partition struct {
+	shard   string
+	proxy   *Proxy
+	client  dynamic.ResourceInterface
+	readers []dynamic.ResourceInterface
+}
+
+func startOneCache(t *testing.T) *cluster {
 	t.Helper()
-	c := behindProxy(t, cachetest.StartServer(t))
+	c := homedAt(t, cachetest.StartServer(t), "s")
 	c.faultList = []fault{restartOf("the cache server", c.srv), compactionOf(c.srv.EtcdClient)}
 	return c
 }
@@ -58,14 +68,14 @@ func startOneCache(t *testing.T) *oneCache {
 // second holds every write the first acknowledged, as both read the same
 // etcd). Faults: a member's crash and its return, a restart of the first
 // cache, a compaction.
-func startExternalEtcd(t *testing.T) *oneCache {
+func startExternalEtcd(t *testing.T) *cluster {
 	t.Helper()
 	const members = 3
-	cluster := cachetest.StartEtcdCluster(t, members)
-	c := behindProxy(t, cachetest.StartServer(t, cachetest.WithFlags(cluster.Flags)))
-	c.readers = []dynamic.ResourceInterface{c.client, scopedReader(t, cachetest.StartServer(t, cachetest.WithFlags(cluster.Flags)))}
-	etcd := cluster.Client(t)
-	kill, restart := memberFaults(cluster, members)
+	etcdCluster := cachetest.StartEtcdCluster(t, members)
+	c := homedAt(t, cachetest.StartServer(t, cachetest.WithFlags(etcdCluster.Flags)), "s")
+	c.readAlsoAt(t, cachetest.StartServer(t, cachetest.WithFlags(etcdCluster.Flags)))
+	etcd := etcdCluster.Client(t)
+	kill, restart := memberFaults(etcdCluster, members)
 	c.faultList = []fault{kill, restart, restartOf("the first cache server", c.srv), compactionOf(func() *clientv3.Client { return etcd })}
 	return c
 }
@@ -75,11 +85,11 @@ func startExternalEtcd(t *testing.T) *oneCache {
 // member at random (a consistent read at any member is a quorum read of
 // the group). Faults: each member in turn restarts, its memory gone, and
 // refills from its peers; a compaction.
-func startMemoryGroup(t *testing.T) *oneCache {
+func startMemoryGroup(t *testing.T) *cluster {
 	t.Helper()
 	servers, clientURLs := cachetest.StartMemoryGroup(t, 3)
-	c := behindProxy(t, servers[0])
-	c.readers = []dynamic.ResourceInterface{c.client, scopedReader(t, servers[1]), scopedReader(t, servers[2])}
+	c := homedAt(t, servers[0], "s")
+	c.readAlsoAt(t, servers[1], servers[2])
 	tlsConfig, err := servers[0].Server().EmbeddedEtcdTLS().ClientTLSConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -91,12 +101,12 @@ func startMemoryGroup(t *testing.T) *oneCache {
 	// its data by design.
 	rolling := func(name string, srv *cachetest.Server) fault {
 		restart := restartOf(name+" (its memory lost)", srv)
-		return func(ctx context.Context, t *testing.T, rec *Recorder) {
+		return func(ctx context.Context, t *testing.T, note func(string)) {
 			if err := groupWhole(ctx, etcd, clientURLs); err != nil {
-				rec.Fault(fmt.Sprintf("restart of %s skipped: the group is not whole: %v", name, err))
+				note(fmt.Sprintf("restart of %s skipped: the group is not whole: %v", name, err))
 				return
 			}
-			restart(ctx, t, rec)
+			restart(ctx, t, note)
 		}
 	}
 	c.faultList = []fault{
@@ -161,11 +171,19 @@ func groupWhole(ctx context.Context, etcd *clientv3.Client, clientURLs []string)
 	}
 }
 
-// scopedReader reads shard s's partition at srv as its admin.
-func scopedReader(t *testing.T, srv *cachetest.Server) dynamic.ResourceInterface {
+// readAlsoAt adds the caches srvs as readers of the first partition.
+func (c *cluster) readAlsoAt(t *testing.T, srvs ...*cachetest.Server) {
+	t.Helper()
+	for _, srv := range srvs {
+		c.parts[0].readers = append(c.parts[0].readers, scopedReader(t, srv, c.parts[0].shard))
+	}
+}
+
+// scopedReader reads shard's partition at srv as its admin.
+func scopedReader(t *testing.T, srv *cachetest.Server, shard string) dynamic.ResourceInterface {
 	t.Helper()
 	cfg := srv.Config()
-	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})
+	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})
 	d, err := dynamic.NewForConfig(client.Unthrottled(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -173,47 +191,132 @@ func scopedReader(t *testing.T, srv *cachetest.Server) dynamic.ResourceInterface
 	return d.Resource(Resource)
 }
 
-// startRegions is the regions shape: two caches in a full mesh, the
-// shard homed at a, the writers reading from a and b at random (a
-// consistent read at b is confirmed with a). Faults: restarts of either
-// cache, the link from b to a cut and restored, a compaction at a.
-func startRegions(t *testing.T) *oneCache {
+// startRegions is the regions shape: three caches a, b and c in a full
+// mesh, a shard homed at each (sa at a, sb at b, sc at c), every shard
+// read consistently at all three at random (a consistent read at a mirror
+// is confirmed with the home). Faults: each link between two caches cut
+// and restored in turn, with a restart of the third cache meanwhile; a
+// shard's write at a cache that is not its home; a compaction at each.
+func startRegions(t *testing.T) *cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 2*cachetest.DefaultTimeout)
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
 	defer cancel()
-	// The mirror b reaches its home a through a link the faults cut.
-	link := cachetest.NewLinkCutter()
-	via := func(from, to, host string) string {
-		if from == "b" && to == "a" {
-			return link.Via(t, host)
+	names := []string{"a", "b", "c"}
+	// Both directions between two caches go through one link.
+	pair := func(x, y string) string {
+		if x > y {
+			x, y = y, x
 		}
-		return host
+		return x + "-" + y
 	}
-	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, "a", "b")
-	c := behindProxy(t, regions["a"].Srv)
-	b := regions["b"].Srv
-	c.readers = []dynamic.ResourceInterface{c.client, scopedReader(t, b)}
-	cut := func(_ context.Context, _ *testing.T, rec *Recorder) {
-		rec.Fault("link from the mirror to its home cut")
-		link.Cut()
+	links := map[string]*cachetest.LinkCutter{"a-b": cachetest.NewLinkCutter(), "b-c": cachetest.NewLinkCutter(), "a-c": cachetest.NewLinkCutter()}
+	via := func(from, to, host string) string { return links[pair(from, to)].Via(t, host) }
+	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, names...)
+	c := &cluster{srv: regions["a"].Srv}
+	for _, home := range names {
+		p := partitionAt(t, regions[home].Srv, "s"+home)
+		for _, other := range names {
+			if other != home {
+				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard))
+			}
+		}
+		c.parts = append(c.parts, p)
 	}
-	restore := func(_ context.Context, _ *testing.T, rec *Recorder) {
-		rec.Fault("link from the mirror to its home restored")
-		link.Restore()
+	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
+		c.faultList = append(c.faultList,
+			cutOf("link "+l.link, links[l.link]),
+			restartOf(l.third, regions[l.third].Srv),
+			restoreOf("link "+l.link, links[l.link]))
 	}
-	c.faultList = []fault{restartOf("the mirror", b), cut, restartOf("the home", c.srv), restore, compactionOf(c.srv.EtcdClient)}
+	c.faultList = append(c.faultList,
+		strayWriteOf(t, regions["b"].Srv, "b", "sa"),
+		compactionOf(regions["a"].Srv.EtcdClient),
+		strayWriteOf(t, regions["c"].Srv, "c", "sb"),
+		compactionOf(regions["b"].Srv.EtcdClient),
+		strayWriteOf(t, regions["a"].Srv, "a", "sc"),
+		compactionOf(regions["c"].Srv.EtcdClient))
 	return c
 }
 
-// behindProxy puts a proxy with shard s's identity in front of srv.
-func behindProxy(t *testing.T, srv *cachetest.Server) *oneCache {
+// strayWriteOf writes shard's keys at srv (named at), a cache that is not
+// the shard's home, with the shard's identity, as a misrouted shard
+// would: a create and an unconditional update. The cache must refuse both
+// (403 naming the home, or 503 when it cannot be sure) and apply neither:
+// an accepted one fails the test, and its value, which no writer of the
+// history wrote, would fail the linearizability check once read.
+func strayWriteOf(t *testing.T, srv *cachetest.Server, at, shard string) fault {
 	t.Helper()
-	shard := srv.ShardConfig(t, "s")
-	transport, err := rest.TransportFor(shard)
+	cfg := client.Unthrottled(srv.ShardConfig(t, shard))
+	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})
+	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	target, err := url.Parse(shard.Host)
+	stray := d.Resource(Resource)
+	n := 0
+	return func(ctx context.Context, t *testing.T, note func(string)) {
+		n++
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		value := fmt.Sprintf("stray-%s-%d", at, n)
+		_, createErr := stray.Create(rctx, object("k0", value, 0), metav1.CreateOptions{})
+		_, updateErr := stray.Update(rctx, object("k1", value, 0), metav1.UpdateOptions{})
+		note(fmt.Sprintf("a write of shard %s at %s, not its home: create %s, update %s", shard, at, answer(createErr), answer(updateErr)))
+		for _, err := range []error{createErr, updateErr} {
+			switch {
+			case err == nil:
+				t.Errorf("a write of shard %s at %s, not its home, was accepted", shard, at)
+			case apierrors.IsForbidden(err), apierrors.IsServiceUnavailable(err), ctx.Err() != nil:
+			default:
+				t.Errorf("a write of shard %s at %s, not its home: %v, want 403 or 503", shard, at, err)
+			}
+		}
+	}
+}
+
+// answer names a request's outcome by its HTTP status.
+func answer(err error) string {
+	if err == nil {
+		return "accepted"
+	}
+	if status, ok := err.(apierrors.APIStatus); ok {
+		return fmt.Sprintf("%d %s", status.Status().Code, status.Status().Reason)
+	}
+	return err.Error()
+}
+
+// cutOf cuts link, as a network partition between regions would.
+func cutOf(what string, link *cachetest.LinkCutter) fault {
+	return func(_ context.Context, _ *testing.T, note func(string)) {
+		note(what + " cut")
+		link.Cut()
+	}
+}
+
+// restoreOf lets link forward new connections again.
+func restoreOf(what string, link *cachetest.LinkCutter) fault {
+	return func(_ context.Context, _ *testing.T, note func(string)) {
+		note(what + " restored")
+		link.Restore()
+	}
+}
+
+// homedAt is a shape of one partition, shard's, homed at srv.
+func homedAt(t *testing.T, srv *cachetest.Server, shard string) *cluster {
+	t.Helper()
+	return &cluster{srv: srv, parts: []*partition{partitionAt(t, srv, shard)}}
+}
+
+// partitionAt is shard's partition written at srv, its home, through a
+// proxy with the shard's identity, and read there.
+func partitionAt(t *testing.T, srv *cachetest.Server, shard string) *partition {
+	t.Helper()
+	shardCfg := srv.ShardConfig(t, shard)
+	transport, err := rest.TransportFor(shardCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(shardCfg.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,27 +325,39 @@ func behindProxy(t *testing.T, srv *cachetest.Server) *oneCache {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: "s", Cluster: "root"})}
+	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})}
 	cfg = client.Unthrottled(cfg)
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &oneCache{srv: srv, proxy: proxy, client: d.Resource(Resource)}
+	written := d.Resource(Resource)
+	return &partition{shard: shard, proxy: proxy, client: written, readers: []dynamic.ResourceInterface{written}}
 }
 
-// run sends traffic and watches for d while inject (if any) injects faults
-// every faultGap, then reads every key once more and checks the history.
-func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Context, rec *Recorder, n int)) Report {
+// run sends traffic and watches every partition for d while inject (if
+// any) injects faults every faultGap, then reads every key once more and
+// checks each partition's history; the report sums them.
+func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Context, note func(string), n int)) Report {
 	t.Helper()
-	rec := NewRecorder()
-	tr := Traffic{Writers: 3, Keys: 4, Readers: c.readers, Rec: rec}
+	recs := make([]*Recorder, len(c.parts))
+	for i := range c.parts {
+		recs[i] = NewRecorder()
+	}
+	// A fault is part of every partition's history.
+	note := func(what string) {
+		for _, rec := range recs {
+			rec.Fault(what)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	var events []WatchEvent
-	wg.Go(func() { events = Watch(watchCtx, c.client) })
+	events := make([][]WatchEvent, len(c.parts))
+	for i, p := range c.parts {
+		wg.Go(func() { events[i] = Watch(watchCtx, p.client) })
+	}
 	if inject != nil {
 		wg.Go(func() {
 			gap := *faultGap
@@ -256,54 +371,87 @@ func (c *oneCache) run(t *testing.T, d time.Duration, inject func(ctx context.Co
 				case <-ctx.Done():
 					return
 				case <-ticker.C:
-					inject(ctx, rec, n)
+					inject(ctx, note, n)
 				}
 			}
 		})
 	}
-	tr.Run(ctx, c.client)
+	traffic := make([]Traffic, len(c.parts))
+	var trafficWG sync.WaitGroup
+	for i, p := range c.parts {
+		traffic[i] = Traffic{Writers: 3, Keys: 4, Readers: p.readers, Rec: recs[i]}
+		trafficWG.Go(func() { traffic[i].Run(ctx, p.client) })
+	}
+	trafficWG.Wait()
 	finalCtx, cancelFinal := context.WithTimeout(context.Background(), time.Minute)
 	defer cancelFinal()
-	if err := tr.GetAll(finalCtx, c.client); err != nil {
-		// The watcher and a fault still under way end first: they
-		// report to t, which must not have ended.
-		stopWatch()
-		wg.Wait()
-		t.Fatal(err)
+	for i, p := range c.parts {
+		if err := traffic[i].GetAll(finalCtx, p.client); err != nil {
+			// The watchers and a fault still under way end first: they
+			// report to t, which must not have ended.
+			stopWatch()
+			wg.Wait()
+			t.Fatalf("shard %s: %v", p.shard, err)
+		}
 	}
 	stopWatch()
 	wg.Wait()
-	rec.AddWatch(events)
-	h := rec.History()
-	rep := Check(h, time.Minute)
-	if len(rep.Violations) > 0 {
-		dir := *saveDir
-		if dir == "" {
-			dir = t.TempDir()
+	var total Report
+	for i, p := range c.parts {
+		recs[i].AddWatch(events[i])
+		h := recs[i].History()
+		rep := Check(h, time.Minute)
+		if len(rep.Violations) > 0 {
+			dir := *saveDir
+			if dir == "" {
+				dir = t.TempDir()
+			}
+			path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+p.shard+".json")
+			if err := h.Save(path); err == nil {
+				t.Logf("shard %s: history saved to %s (check it again: go test ./cache/robustness -run TestCheckSavedHistory -robustness.history=%s)", p.shard, path, path)
+			}
 		}
-		path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".json")
-		if err := h.Save(path); err == nil {
-			t.Logf("history saved to %s (check it again: go test ./cache/robustness -run TestCheckSavedHistory -robustness.history=%s)", path, path)
-		}
+		total.add(rep, len(c.parts) > 1, p.shard)
 	}
-	return rep
+	return total
 }
 
-// fault injects one failure while traffic runs and records it.
-type fault func(ctx context.Context, t *testing.T, rec *Recorder)
+// add sums rep into r; with named, each violation names its shard.
+func (r *Report) add(rep Report, named bool, shard string) {
+	r.Operations += rep.Operations
+	r.Writes += rep.Writes
+	r.Reads += rep.Reads
+	r.Unknown += rep.Unknown
+	r.MirrorReads += rep.MirrorReads
+	r.WatchEvents += rep.WatchEvents
+	if r.Faults == nil {
+		r.Faults = rep.Faults
+	}
+	r.UnknownErrors = append(r.UnknownErrors, rep.UnknownErrors...)
+	for _, v := range rep.Violations {
+		if named {
+			v.Details = "shard " + shard + ": " + v.Details
+		}
+		r.Violations = append(r.Violations, v)
+	}
+}
+
+// fault injects one failure while traffic runs and notes it in the
+// histories.
+type fault func(ctx context.Context, t *testing.T, note func(string))
 
 // faults injects the shape's faults in turn.
-func (c *oneCache) faults(t *testing.T) func(ctx context.Context, rec *Recorder, n int) {
-	return func(ctx context.Context, rec *Recorder, n int) {
-		c.faultList[n%len(c.faultList)](ctx, t, rec)
+func (c *cluster) faults(t *testing.T) func(ctx context.Context, note func(string), n int) {
+	return func(ctx context.Context, note func(string), n int) {
+		c.faultList[n%len(c.faultList)](ctx, t, note)
 	}
 }
 
 // restartOf restarts a cache server on its data: clients see refused
 // connections and lost answers, watches end.
 func restartOf(what string, srv *cachetest.Server) fault {
-	return func(_ context.Context, t *testing.T, rec *Recorder) {
-		rec.Fault("restart of " + what)
+	return func(_ context.Context, t *testing.T, note func(string)) {
+		note("restart of " + what)
 		rctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
 		defer cancel()
 		if err := srv.Restart(rctx); err != nil {
@@ -315,13 +463,13 @@ func restartOf(what string, srv *cachetest.Server) fault {
 // compactionOf compacts the etcd that etcdClient returns a client of at
 // its current revision: resumed watches from before it get 410 Gone.
 func compactionOf(etcdClient func() *clientv3.Client) fault {
-	return func(ctx context.Context, t *testing.T, rec *Recorder) {
+	return func(ctx context.Context, t *testing.T, note func(string)) {
 		cli := etcdClient()
 		resp, err := cli.Get(ctx, "/", nil...)
 		if err != nil {
 			return
 		}
-		rec.Fault(fmt.Sprintf("etcd compaction at revision %d", resp.Header.Revision))
+		note(fmt.Sprintf("etcd compaction at revision %d", resp.Header.Revision))
 		if _, err := cli.Compact(ctx, resp.Header.Revision); err != nil {
 			t.Logf("compaction: %v", err)
 		}
@@ -334,14 +482,14 @@ func compactionOf(etcdClient func() *clientv3.Client) fault {
 // another.
 func memberFaults(cluster *cachetest.EtcdCluster, members int) (kill, restart fault) {
 	var next, killed int
-	kill = func(_ context.Context, _ *testing.T, rec *Recorder) {
+	kill = func(_ context.Context, _ *testing.T, note func(string)) {
 		killed = next % members
 		next++
-		rec.Fault(fmt.Sprintf("SIGKILL of etcd member %d", killed))
+		note(fmt.Sprintf("SIGKILL of etcd member %d", killed))
 		cluster.Kill(killed)
 	}
-	restart = func(_ context.Context, t *testing.T, rec *Recorder) {
-		rec.Fault(fmt.Sprintf("restart of etcd member %d on its data", killed))
+	restart = func(_ context.Context, t *testing.T, note func(string)) {
+		note(fmt.Sprintf("restart of etcd member %d on its data", killed))
 		rctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), cachetest.DefaultTimeout)
 		defer cancel()
 		if err := cluster.Restart(rctx, killed); err != nil {
@@ -371,7 +519,7 @@ func TestRobustness(t *testing.T) {
 
 // runShape runs traffic and faults against c for the run's duration and
 // checks the history; reads counts the reads the shape must have made.
-func runShape(t *testing.T, shape string, c *oneCache, reads func(Report) int) {
+func runShape(t *testing.T, shape string, c *cluster, reads func(Report) int) {
 	t.Helper()
 	d := *duration
 	if testing.Short() && d > 5*time.Second {
@@ -389,13 +537,14 @@ func runShape(t *testing.T, shape string, c *oneCache, reads func(Report) int) {
 	}
 }
 
-// TestRobustnessRegions: traffic against a home and its mirror while each
-// restarts and the home's etcd compacts: a consistent read at the mirror
-// is linearizable with the home's writes, and the home's watch holds every
+// TestRobustnessRegions: traffic of a shard homed at each of three caches
+// while links between them are cut, caches restart, shards write at the
+// wrong cache and etcds compact: consistent reads at any cache are
+// linearizable with each home's writes, and each home's watch holds every
 // promise.
 func TestRobustnessRegions(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long scenario (two caches in regions): skipped with -short")
+		t.Skip("long scenario (three caches in regions): skipped with -short")
 	}
 	runShape(t, "regions", startRegions(t), func(rep Report) int { return rep.MirrorReads })
 }
@@ -441,7 +590,7 @@ func TestSeededFaultsAreCaught(t *testing.T) {
 			// Each case has its own cache; they run side by side.
 			t.Parallel()
 			c := startOneCache(t)
-			c.proxy.Enable(tc.fault)
+			c.parts[0].proxy.Enable(tc.fault)
 			rep := c.run(t, 4*time.Second, nil)
 			logReport(t, name, rep)
 			var checks []string
