@@ -233,6 +233,7 @@ func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr sche
 		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
 	}
+	asked := time.Now()
 	ans, err := p.askRevision(ctx, shard, gr)
 	if err != nil {
 		nf.Reason, nf.Err = ReasonHomeUnreachable, err
@@ -266,7 +267,11 @@ func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr sche
 		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
 	}
-	s.confirm()
+	if shard == kcpcache.Wildcard {
+		// Every partition of the type is current as of the question; a
+		// shard's answer says nothing of the others.
+		s.confirmAt(asked)
+	}
 	return kcpcache.HomeRevision{Home: p.name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
 }
 

@@ -38,8 +38,13 @@ type stream struct {
 	// from this list and its watch record it (kcpcache.AnnotationHomeEpoch).
 	// Only the stream's goroutine uses it.
 	listEpoch string
-	// confirmedAt is when the peer last confirmed the copy: a list, an
-	// event, a bookmark, or a freshness check it passed.
+	// confirmedAt is the latest time at which the copy is known to have
+	// held every change the peer had: when a list was sent, or a revision
+	// answer was asked for (a consistent read's check, or the stream's
+	// own every confirmInterval) that the copy then caught up with. An
+	// event or a bookmark is no confirmation: it may have waited behind
+	// others (a mirror replaying after a cut link), and says nothing of
+	// what came after it.
 	confirmedAt time.Time
 	// advanced is closed and replaced whenever applied moves.
 	advanced chan struct{}
@@ -90,7 +95,6 @@ func (s *stream) state() (applied int64, epoch string, confirmedAt time.Time) {
 func (s *stream) advance(rev int64, epoch string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.confirmedAt = time.Now()
 	if epoch != s.epoch {
 		// A new epoch of the peer starts a new sequence of revisions.
 		s.epoch, s.applied = epoch, rev
@@ -138,11 +142,46 @@ func (s *stream) lastChange(shard string) int64 {
 	return last
 }
 
-// confirm records a freshness check the copy passed.
-func (s *stream) confirm() {
+// confirmAt records that the copy held every change the peer had at
+// time at.
+func (s *stream) confirmAt(at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.confirmedAt = time.Now()
+	if at.After(s.confirmedAt) {
+		s.confirmedAt = at
+	}
+}
+
+// confirmInterval is how often a stream asks its peer for the revision of
+// its type, so that the age of a stale read (kcpcache.FreshnessAgeHeader)
+// stays about this small while the copy keeps up: one small request per
+// peer and type.
+const confirmInterval = time.Second
+
+// confirmLoop asks the peer for the revision of every partition's data of
+// the stream's type every confirmInterval, and confirms the copy at the
+// time it asked once the stream has applied that revision (within the
+// next interval), until ctx ends.
+func (s *stream) confirmLoop(ctx context.Context) {
+	gr := s.gvr.GroupResource()
+	ticker := time.NewTicker(confirmInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		asked := time.Now()
+		actx, cancel := context.WithTimeout(ctx, confirmInterval)
+		ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, gr)
+		if err == nil {
+			if _, ok := s.waitApplied(actx, ans.Revision, ans.Epoch); ok {
+				s.confirmAt(asked)
+			}
+		}
+		cancel()
+	}
 }
 
 // waitApplied waits until the stream has applied rev in epoch, or ctx ends.
@@ -178,6 +217,9 @@ var restartBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, J
 func (s *stream) run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithValues("peer", s.peer.name, "resource", s.gvr.GroupResource().String())
 	ctx = klog.NewContext(ctx, logger)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { s.confirmLoop(ctx) })
 	delay := restartBackoff
 	for ctx.Err() == nil {
 		listed, err := s.listAndWatch(ctx)
@@ -212,6 +254,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	// (a shard's home moved to the peer just then, and the list skipped its
 	// objects) must end the watch that follows it, not be missed.
 	relist := s.peer.relistChan()
+	asked := time.Now()
 	list, err := res.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, fmt.Errorf("listing at the peer: %w", err)
@@ -227,6 +270,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	}
 	s.listed(rev, releaseGeneration)
 	s.advance(rev, epoch)
+	s.confirmAt(asked)
 	if s.peer.holds.releaseGeneration() != releaseGeneration {
 		// Partitions were released while this list was applied: it
 		// skipped them. List again.
