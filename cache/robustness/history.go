@@ -43,6 +43,8 @@ type History struct {
 	Watches [][]WatchEvent `json:"watches"`
 	// Faults lists what was injected, for the report.
 	Faults []string `json:"faults"`
+	// StaleReads are the reads with resourceVersion=0 at mirrors.
+	StaleReads []StaleRead `json:"staleReads,omitempty"`
 }
 
 // Recorder collects a history from concurrent clients.
@@ -69,6 +71,13 @@ func (r *Recorder) Record(op Op) {
 	r.h.Ops = append(r.h.Ops, op)
 }
 
+// RecordStale adds a stale read.
+func (r *Recorder) RecordStale(read StaleRead) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.StaleReads = append(r.h.StaleReads, read)
+}
+
 // Fault records an injected fault.
 func (r *Recorder) Fault(what string) {
 	r.mu.Lock()
@@ -89,6 +98,7 @@ func (r *Recorder) History() History {
 	defer r.mu.Unlock()
 	h := r.h
 	h.Ops = append([]Op(nil), r.h.Ops...)
+	h.StaleReads = append([]StaleRead(nil), r.h.StaleReads...)
 	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h
 }
@@ -111,8 +121,12 @@ type Report struct {
 	// than the one written through: a mirror in regions, a second server
 	// on the same etcd when scaled out.
 	MirrorReads int
-	WatchEvents int
-	Faults      []string
+	// StaleReads counts the reads with resourceVersion=0 at mirrors;
+	// StaleBeyondHeader those whose copy included changes past the
+	// revision their header reported.
+	StaleReads, StaleBeyondHeader int
+	WatchEvents                   int
+	Faults                        []string
 	// UnknownErrors are the errors of the writes of unknown outcome.
 	UnknownErrors []string
 	Violations    []Violation
@@ -149,6 +163,10 @@ func Check(h History, timeout time.Duration) Report {
 		rep.WatchEvents += len(w)
 		rep.Violations = append(rep.Violations, checkWatch(w, h.Ops)...)
 	}
+	rep.StaleReads = len(h.StaleReads)
+	stale, beyond := checkStaleReads(h)
+	rep.Violations = append(rep.Violations, stale...)
+	rep.StaleBeyondHeader = beyond
 	return rep
 }
 

@@ -53,6 +53,8 @@ type partition struct {
 	proxy   *Proxy
 	client  dynamic.ResourceInterface
 	readers []dynamic.ResourceInterface
+	// stale read the partition with resourceVersion=0 at its mirrors.
+	stale []*StaleReader
 }
 
 func startOneCache(t *testing.T) *cluster {
@@ -179,11 +181,17 @@ func (c *cluster) readAlsoAt(t *testing.T, srvs ...*cachetest.Server) {
 	}
 }
 
+// scopedConfig is srv's admin's, scoped to shard's partition.
+func scopedConfig(srv *cachetest.Server, shard string) *rest.Config {
+	cfg := srv.Config()
+	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})
+	return cfg
+}
+
 // scopedReader reads shard's partition at srv as its admin.
 func scopedReader(t *testing.T, srv *cachetest.Server, shard string) dynamic.ResourceInterface {
 	t.Helper()
-	cfg := srv.Config()
-	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})
+	cfg := scopedConfig(srv, shard)
 	d, err := dynamic.NewForConfig(client.Unthrottled(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -218,6 +226,11 @@ func startRegions(t *testing.T) *cluster {
 		for _, other := range names {
 			if other != home {
 				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard))
+				stale, err := NewStaleReader(client.Unthrottled(scopedConfig(regions[other].Srv, p.shard)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.stale = append(p.stale, stale)
 			}
 		}
 		c.parts = append(c.parts, p)
@@ -379,7 +392,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	traffic := make([]Traffic, len(c.parts))
 	var trafficWG sync.WaitGroup
 	for i, p := range c.parts {
-		traffic[i] = Traffic{Writers: 3, Keys: 4, Readers: p.readers, Rec: recs[i]}
+		traffic[i] = Traffic{Writers: 3, Keys: 4, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i]}
 		trafficWG.Go(func() { traffic[i].Run(ctx, p.client) })
 	}
 	trafficWG.Wait()
@@ -423,6 +436,8 @@ func (r *Report) add(rep Report, named bool, shard string) {
 	r.Reads += rep.Reads
 	r.Unknown += rep.Unknown
 	r.MirrorReads += rep.MirrorReads
+	r.StaleReads += rep.StaleReads
+	r.StaleBeyondHeader += rep.StaleBeyondHeader
 	r.WatchEvents += rep.WatchEvents
 	if r.Faults == nil {
 		r.Faults = rep.Faults
@@ -501,8 +516,8 @@ func memberFaults(cluster *cachetest.EtcdCluster, members int) (kill, restart fa
 
 func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
-	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d watch events, faults: %v",
-		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.WatchEvents, rep.Faults)
+	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d with changes past their header's revision), %d watch events, faults: %v",
+		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.StaleBeyondHeader, rep.WatchEvents, rep.Faults)
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
 	}

@@ -3,8 +3,11 @@ package robustness
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
@@ -33,6 +37,9 @@ type Traffic struct {
 	// the same history as the home's writes); otherwise they read where
 	// they write.
 	Readers []dynamic.ResourceInterface
+	// StaleReaders, when set, are mirrors each writer also reads with
+	// resourceVersion=0, once a round.
+	StaleReaders []*StaleReader
 	// Rec records every operation.
 	Rec *Recorder
 }
@@ -50,6 +57,13 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 			for seq := 0; ctx.Err() == nil; seq++ {
 				key := fmt.Sprintf("k%d", rng.Intn(tr.Keys))
 				value := fmt.Sprintf("c%d-%d", id, seq)
+				if len(tr.StaleReaders) > 0 {
+					// One stale read per round, at a mirror chosen at
+					// random: as many as the writes, whatever the
+					// machine's speed.
+					at := rng.Intn(len(tr.StaleReaders))
+					tr.StaleReaders[at].read(ctx, tr.Rec, key, at+1)
+				}
 				reader, at := c, 0
 				if len(tr.Readers) > 0 {
 					at = rng.Intn(len(tr.Readers))
@@ -229,4 +243,90 @@ func pause(ctx context.Context) {
 	case <-ctx.Done():
 	case <-time.After(100 * time.Millisecond):
 	}
+}
+
+// StaleReader reads a partition at a mirror with resourceVersion=0, over
+// HTTP, for the answer's headers.
+type StaleReader struct {
+	client *http.Client
+	// url is the resource's collection in the partition at the mirror.
+	url string
+}
+
+// NewStaleReader reads the partition cfg's host is scoped to.
+func NewStaleReader(cfg *rest.Config) (*StaleReader, error) {
+	c, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &StaleReader{client: c, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
+}
+
+// read reads key and records the answer, if there is one to record (not
+// when the mirror is down or refuses).
+func (s *StaleReader) read(ctx context.Context, rec *Recorder, key string, at int) {
+	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.url+"/"+key+"?resourceVersion=0", nil)
+	if err != nil {
+		return
+	}
+	call := rec.Now()
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	ret := rec.Now()
+	if err != nil {
+		return
+	}
+	read := StaleRead{Key: key, At: at, Call: call, Return: ret}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(body); err != nil {
+			return
+		}
+		read.Status, read.Value, read.RV = StatusOK, valueOf(u), rvOf(u)
+	case http.StatusNotFound:
+		read.Status = StatusNotFound
+	default:
+		return
+	}
+	var ok bool
+	if read.HomeRevision, ok = headerRevision(resp.Header.Get(kcpcache.HomeRevisionHeader)); !ok {
+		return
+	}
+	if read.Age, ok = headerAge(resp.Header.Get(kcpcache.FreshnessAgeHeader)); !ok {
+		return
+	}
+	rec.RecordStale(read)
+}
+
+// headerRevision reads the revision of "<home>=<epoch>/<revision>", the
+// one home of a partition; a reading of the documented form, written here
+// so that the check does not lean on the cache's own parser.
+func headerRevision(v string) (int64, bool) {
+	_, value, ok := strings.Cut(v, "=")
+	if !ok || strings.Contains(value, ",") {
+		return 0, false
+	}
+	_, raw, ok := strings.Cut(value, "/")
+	if !ok {
+		return 0, false
+	}
+	rev, err := strconv.ParseInt(raw, 10, 64)
+	return rev, err == nil
+}
+
+// headerAge reads "<home>=<seconds>".
+func headerAge(v string) (time.Duration, bool) {
+	_, raw, ok := strings.Cut(v, "=")
+	if !ok || strings.Contains(raw, ",") {
+		return 0, false
+	}
+	seconds, err := strconv.ParseFloat(raw, 64)
+	return time.Duration(seconds * float64(time.Second)), err == nil
 }

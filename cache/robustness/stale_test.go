@@ -1,0 +1,64 @@
+package robustness
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+// The stale-read checks on small histories written by hand: each broken
+// promise is named, and answers that keep them are not.
+func TestStaleReadChecks(t *testing.T) {
+	sec := func(s float64) int64 { return int64(s * float64(time.Second)) }
+	// k0 created at revision 10 (acknowledged at 1 s), updated at 20
+	// (acknowledged at 2 s); the home's watch saw both and nothing else
+	// from revision 5 to 30.
+	h := History{
+		Ops: []Op{
+			{Input: Input{Op: OpCreate, Key: "k0", Value: "a"}, Output: Output{Status: StatusOK, Value: "a", RV: 10}, Call: sec(0.9), Return: sec(1)},
+			{Input: Input{Op: OpUpdate, Key: "k0", Value: "b", FromRV: 10}, Output: Output{Status: StatusOK, Value: "b", RV: 20}, Call: sec(1.9), Return: sec(2)},
+		},
+		Watches: [][]WatchEvent{{
+			{Session: 0, FromRV: 5, Type: "ADDED", Key: "k0", Value: "a", RV: 10},
+			{Session: 0, FromRV: 5, Type: "MODIFIED", Key: "k0", Value: "b", RV: 20},
+			{Session: 0, FromRV: 5, Type: "BOOKMARK", RV: 30},
+		}},
+	}
+	read := func(status, value string, rv, header int64, age time.Duration, call float64) StaleRead {
+		return StaleRead{Key: "k0", At: 1, Call: sec(call), Return: sec(call + 0.01), Status: status, Value: value, RV: rv, HomeRevision: header, Age: age}
+	}
+	for _, tc := range []struct {
+		name   string
+		read   StaleRead
+		want   string // the check named, or "" for none
+		beyond bool
+	}{
+		{"current copy", read(StatusOK, "b", 20, 20, 0, 3), "", false},
+		{"old copy, old header, age true", read(StatusOK, "a", 10, 15, 1500*time.Millisecond, 3.5), "", false},
+		{"old copy, old header, age too young", read(StatusOK, "a", 10, 15, 200*time.Millisecond, 3.5), "stale-age", false},
+		{"copy misses a change the header counts", read(StatusOK, "a", 10, 20, 0, 3), "stale-revision", false},
+		{"copy with a value its home never had at its revision", read(StatusOK, "x", 20, 20, 0, 3), "stale-content", false},
+		{"absent although the home held it at the header's revision", read(StatusNotFound, "", 0, 20, 0, 3), "stale-absent", false},
+		{"absent before its creation", read(StatusNotFound, "", 0, 8, 10*time.Second, 3), "", false},
+		{"copy past its header (allowed, counted)", read(StatusOK, "b", 20, 15, 0, 1.95), "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := h
+			h.StaleReads = []StaleRead{tc.read}
+			violations, beyond := checkStaleReads(h)
+			var checks []string
+			for _, v := range violations {
+				checks = append(checks, v.Check)
+			}
+			switch {
+			case tc.want == "" && len(checks) > 0:
+				t.Errorf("violations %v, want none", violations)
+			case tc.want != "" && !slices.Contains(checks, tc.want):
+				t.Errorf("violations %v, want %s", violations, tc.want)
+			}
+			if (beyond == 1) != tc.beyond {
+				t.Errorf("counted %d answers past their header, want %t", beyond, tc.beyond)
+			}
+		})
+	}
+}
