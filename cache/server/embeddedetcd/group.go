@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"k8s.io/klog/v2"
@@ -309,14 +310,7 @@ func (g Group) nudge(ctx context.Context, endpoints []string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var tlsConfig *tls.Config
-		if g.TLS != nil {
-			var err error
-			if tlsConfig, err = g.TLS.ClientTLSConfig(); err != nil {
-				return
-			}
-		}
-		cli, err := NewClient(endpoints, tlsConfig, groupProbeTimeout)
+		cli, err := g.client(endpoints)
 		if err != nil {
 			return
 		}
@@ -433,14 +427,7 @@ func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
 	self, _ := g.self()
 	ctx, cancel := context.WithTimeout(ctx, groupReconfigureTimeout)
 	defer cancel()
-	var tlsConfig *tls.Config
-	if g.TLS != nil {
-		var err error
-		if tlsConfig, err = g.TLS.ClientTLSConfig(); err != nil {
-			return "", err
-		}
-	}
-	cli, err := NewClient(endpoints, tlsConfig, groupProbeTimeout)
+	cli, err := g.client(endpoints)
 	if err != nil {
 		return "", err
 	}
@@ -485,6 +472,19 @@ func (g Group) rejoin(ctx context.Context, endpoints []string) (string, error) {
 		}
 	}
 	return strings.Join(pairs, ","), nil
+}
+
+// client reaches the running members at endpoints, with this member's
+// certificate when the group speaks TLS.
+func (g Group) client(endpoints []string) (*clientv3.Client, error) {
+	var tlsConfig *tls.Config
+	if g.TLS != nil {
+		var err error
+		if tlsConfig, err = g.TLS.ClientTLSConfig(); err != nil {
+			return nil, err
+		}
+	}
+	return NewClient(endpoints, tlsConfig, groupProbeTimeout)
 }
 
 // describeUnreachable names the other members whose peer listener does not
