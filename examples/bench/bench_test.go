@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -458,5 +460,62 @@ func TestScaleRowsMeasured(t *testing.T) {
 	r = &scaleResult{listOverEtcd: math.NaN()}
 	if r.measured("m") || !r.measured("l") {
 		t.Errorf("without an etcd range, 11m reads as measured (%v) or 11l as not (%v)", r.measured("m"), r.measured("l"))
+	}
+}
+
+// A server that fails earlier keeps only the rows it measured before, in
+// the order it measures them (memory at rest before the restart), and the
+// rows after say how it failed; the mirror's rows without a mirror are
+// not run.
+func TestScaleRowsAfterAnEarlyFailure(t *testing.T) {
+	r := &scaleResult{failedFrom: "b", failedHow: "killed (6Gi memory limit)", listOverEtcd: math.NaN()}
+	for _, l := range []string{"a", "d", "e"} {
+		if !r.measured(l) {
+			t.Errorf("row 11%s reads as not measured after a failed restart", l)
+		}
+	}
+	for _, l := range []string{"b", "c", "f", "m", "h", "n", "r"} {
+		if r.measured(l) {
+			t.Errorf("row 11%s reads as measured after a failed restart", l)
+		}
+		if got := r.unmeasured(l); got != r.failedHow {
+			t.Errorf("row 11%s says %q, want %q", l, got, r.failedHow)
+		}
+	}
+	ok := &scaleResult{listOverEtcd: 1}
+	if ok.measured("n") || ok.unmeasured("n") != "not run" {
+		t.Errorf("without a mirror, row 11n reads as measured (%v) or says %q", ok.measured("n"), ok.unmeasured("n"))
+	}
+	ok.mirror = &scaleMirrorResult{}
+	if !ok.measured("n") {
+		t.Error("with a mirror, row 11n reads as not measured")
+	}
+}
+
+// The memory limit's OOM-kill counter is read from either hierarchy's file.
+func TestMemoryLimitCountsOOMKills(t *testing.T) {
+	for _, tc := range []struct {
+		v2         bool
+		file, body string
+	}{
+		{false, "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"},
+		{true, "memory.events", "low 0\nhigh 0\nmax 7\noom 1\noom_kill 2\n"},
+	} {
+		m := &memoryLimit{dir: t.TempDir(), v2: tc.v2, bytes: 6 << 30}
+		if got := m.oomKills(); got != 0 {
+			t.Errorf("v2=%v: %d kills before the file exists", tc.v2, got)
+		}
+		if err := os.WriteFile(filepath.Join(m.dir, tc.file), []byte(tc.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := m.oomKills(); got != 2 {
+			t.Errorf("v2=%v: %d kills, want 2", tc.v2, got)
+		}
+		if m.String() != "6Gi memory limit" {
+			t.Errorf("the limit reads %q", m.String())
+		}
+	}
+	if _, err := parseFlags([]string{"-phases", "scale", "-scale-memory-limit", "six"}); err == nil {
+		t.Error("-scale-memory-limit six was accepted")
 	}
 }

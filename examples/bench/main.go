@@ -30,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 )
 
@@ -79,6 +80,8 @@ type config struct {
 	scaleInformers    int
 	scaleServerBinary string
 	kcpCacheServer    string
+	scaleMemoryLimit  int64
+	scaleMirror       bool
 	// serverFlags are cache server flags (--name=value) for the server
 	// under test.
 	serverFlags []string
@@ -140,6 +143,8 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.scaleClusters, "scale-clusters", 50, "logical clusters per shard in the scale phase")
 	fs.StringVar(&c.scaleServerBinary, "scale-server-binary", "", "our cache-server binary for the scale phase (CGO_ENABLED=0 go build -o /tmp/kcp-cache-server ./examples/cache-server)")
 	fs.StringVar(&c.kcpCacheServer, "kcp-cache-server", "", "kcp's cache-server binary, measured beside ours in the scale phase (built from kcp's ./cmd/cache-server)")
+	memoryLimit := fs.String("scale-memory-limit", "", "a memory limit (e.g. 6Gi) for each server process of the scale phase, in a memory cgroup of its own, so that a server that outgrows it is killed alone and its rows say so")
+	fs.BoolVar(&c.scaleMirror, "scale-mirror", true, "measure a mirror of our server at each size in the scale phase (rows 11n-11r)")
 	fs.Func("server-flag", "a flag of the cache server under test, as --name=value (repeatable), e.g. -server-flag=--max-list-objects-in-flight=0", func(v string) error {
 		c.serverFlags = append(c.serverFlags, v)
 		return nil
@@ -194,6 +199,13 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-regions-objects, -regions-interval and -regions-gets must be positive, -regions-memory-objects at least 100")
 	}
 	c.scaleInformers = c.scaleShards
+	if *memoryLimit != "" {
+		q, err := resource.ParseQuantity(*memoryLimit)
+		if err != nil {
+			return c, fmt.Errorf("-scale-memory-limit: %w", err)
+		}
+		c.scaleMemoryLimit = q.Value()
+	}
 	for _, v := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 100 {

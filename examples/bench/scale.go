@@ -122,11 +122,20 @@ type scaleServer struct {
 	cmd    *exec.Cmd
 	exited chan struct{}
 	log    *bytes.Buffer
+	// ca issues the server's client certificates (a mirror's too).
+	ca *pki.CA
+	// limit confines the process's memory; nil without
+	// -scale-memory-limit.
+	limit *memoryLimit
 }
 
 // startScaleServer starts binary with the arguments kcp's
-// sharded-test-server gives kcp's cache server, in a new root directory.
-func startScaleServer(ctx context.Context, name, binary, root string) (*scaleServer, error) {
+// sharded-test-server gives kcp's cache server and extra, in a new root
+// directory, in a memory cgroup of its own when memoryLimit is positive.
+func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, extra ...string) (*scaleServer, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, err
+	}
 	ca, err := pki.NewCA("scale-client-ca")
 	if err != nil {
 		return nil, err
@@ -142,14 +151,19 @@ func startScaleServer(ctx context.Context, name, binary, root string) (*scaleSer
 		}
 	}
 	dataDir := filepath.Join(root, "data")
-	s := &scaleServer{name: name, binary: binary, root: dataDir, args: []string{
+	s := &scaleServer{name: name, binary: binary, root: dataDir, ca: ca, args: append([]string{
 		"--root-directory=" + dataDir,
 		"--bind-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", portsUsed[0]),
 		"--client-ca-file=" + caFile,
 		fmt.Sprintf("--embedded-etcd-client-port=%d", portsUsed[1]),
 		fmt.Sprintf("--embedded-etcd-peer-port=%d", portsUsed[2]),
-	}}
+	}, extra...)}
+	if memoryLimit > 0 {
+		if s.limit, err = newMemoryLimit(fmt.Sprintf("kcp-cache-bench-%d-%s", os.Getpid(), name), memoryLimit); err != nil {
+			return nil, err
+		}
+	}
 	certPEM, keyPEM, err := ca.IssueClient("cache-client", []string{"system:masters"})
 	if err != nil {
 		return nil, err
@@ -173,6 +187,13 @@ func (s *scaleServer) start(ctx context.Context) error {
 	}
 	s.exited = make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	if s.limit != nil {
+		// The process has allocated little before it gets here.
+		if err := s.limit.add(s.cmd.Process.Pid); err != nil {
+			s.kill()
+			return fmt.Errorf("%s: moving it into its memory cgroup: %w", s.name, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	var servingCert []byte
@@ -199,6 +220,29 @@ func (s *scaleServer) kill() {
 	}
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.exited
+}
+
+// stop kills the process and removes its memory cgroup.
+func (s *scaleServer) stop() {
+	s.kill()
+	if s.limit != nil {
+		s.limit.remove()
+	}
+}
+
+// how says in a few words, for a row, how the server failed a step: the
+// kernel killed it for its memory limit, it exited, or it answered an
+// error (the notes give the error).
+func (s *scaleServer) how() string {
+	select {
+	case <-s.exited:
+		if s.limit != nil && s.limit.oomKills() > 0 {
+			return "killed (" + s.limit.String() + ")"
+		}
+		return "exited (see the notes)"
+	default:
+		return "failed (see the notes)"
+	}
 }
 
 // rss is the process's resident set, in bytes.
@@ -265,22 +309,28 @@ type scaleResult struct {
 	// listOverEtcdWhy says why).
 	listOverEtcd    float64
 	listOverEtcdWhy string
+	// mirror holds rows 11n–11r, ours only (kcp's cache-server has no
+	// mirrors).
+	mirror *scaleMirrorResult
 	// failedFrom is the first row letter the server did not get through
-	// (the rows before it were measured), and failure why; "" when every
-	// row was measured.
-	failedFrom, failure string
+	// (the rows measured before it stand), failure the error and
+	// failedHow its few words for the row; "" when every row was
+	// measured.
+	failedFrom, failure, failedHow string
 }
 
-// burstRows are the rows the relist burst measures; 11m is measured
-// before it.
-const burstRows = "hijkl"
+// scaleOrder is the order in which scaleOne measures the rows.
+const scaleOrder = "adebcfgmhijklnopqr"
 
 // measured reports whether the row of letter was measured.
 func (r *scaleResult) measured(letter string) bool {
-	if letter == "m" {
-		return !math.IsNaN(r.listOverEtcd)
+	if letter == "m" && math.IsNaN(r.listOverEtcd) {
+		return false
 	}
-	return r.failedFrom == "" || !strings.Contains(burstRows, letter) || letter < r.failedFrom
+	if strings.Contains("nopqr", letter) && r.mirror == nil {
+		return false
+	}
+	return r.failedFrom == "" || strings.Index(scaleOrder, letter) < strings.Index(scaleOrder, r.failedFrom)
 }
 
 // runScale runs the scale phase for every size and server, adding rows to
@@ -302,11 +352,11 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 				rep.note("scale: %s at %d objects failed: %v", srv.name, n, err)
 				continue
 			}
-			if math.IsNaN(res.listOverEtcd) {
+			if math.IsNaN(res.listOverEtcd) && res.listOverEtcdWhy != "" {
 				rep.note("scale: %s at %d objects: row 11m not measured: %s", srv.name, n, res.listOverEtcdWhy)
 			}
 			if res.failedFrom != "" {
-				rep.note("scale: %s at %d objects failed from row 11%s on: %s", srv.name, n, res.failedFrom, res.failure)
+				rep.note("scale: %s at %d objects failed from row 11%s on (%s): %s", srv.name, n, res.failedFrom, res.failedHow, res.failure)
 			}
 			results[srv.name] = res
 		}
@@ -315,18 +365,27 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 	return nil
 }
 
-// scaleOne measures one server at one size.
+// scaleOne measures one server at one size. Once the server is up, a step
+// that fails ends the measurement with what was measured before it (the
+// rows say how the server failed) instead of an error.
 func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*scaleResult, error) {
 	root, err := os.MkdirTemp("", "kcp-cache-scale-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(root)
-	s, err := startScaleServer(ctx, name, binary, root)
+	var extra []string
+	if name == "ours" {
+		// Named, so that it holds the claims of the shards writing to
+		// it and a mirror (rows 11n–11r) takes their objects; without
+		// peers a name costs one etcd key of claims.
+		extra = append(extra, "--cache-name=home")
+	}
+	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, extra...)
 	if err != nil {
 		return nil, err
 	}
-	defer s.kill()
+	defer s.stop()
 	dyn, err := client.NewForConfig(s.cfg)
 	if err != nil {
 		return nil, err
@@ -336,17 +395,21 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		return nil, err
 	}
 	l := layout{shards: cfg.scaleShards, clusters: cfg.scaleClusters}
-	res := &scaleResult{}
+	res := &scaleResult{listOverEtcd: math.NaN()}
+	fail := func(letter string, err error) (*scaleResult, error) {
+		res.failedFrom, res.failure, res.failedHow = letter, err.Error(), s.how()
+		return res, nil
+	}
 
 	started := time.Now()
 	if err := scaleLoad(ctx, dyn, l, n, cfg.objectBytes, cfg.loadConcurrency); err != nil {
-		return nil, fmt.Errorf("loading: %w", err)
+		return fail("a", fmt.Errorf("loading: %w", err))
 	}
 	res.load = time.Since(started)
 
 	heap, rss, err := s.settledMemory(ctx)
 	if err != nil {
-		return nil, err
+		return fail("d", err)
 	}
 	res.heapPerObject = (heap - emptyHeap) / float64(n)
 	res.rssPerObj = (float64(rss) - float64(emptyRSS)) / float64(n)
@@ -357,7 +420,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	s.kill()
 	started = time.Now()
 	if err := s.start(ctx); err != nil {
-		return nil, fmt.Errorf("restarting: %w", err)
+		return fail("b", fmt.Errorf("restarting: %w", err))
 	}
 	res.ready = time.Since(started)
 	for _, t := range scaleMix {
@@ -365,7 +428,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 			_, err := wildcard(dyn, t.gvr).List(ctx, metav1.ListOptions{Limit: 1})
 			return err
 		}); err != nil {
-			return nil, fmt.Errorf("waiting for %s after the restart: %w", t.gvr.Resource, err)
+			return fail("c", fmt.Errorf("waiting for %s after the restart: %w", t.gvr.Resource, err))
 		}
 	}
 	res.filled = time.Since(started)
@@ -377,7 +440,11 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		for range cfg.listReps {
 			t0 := time.Now()
 			if _, err := wildcard(dyn, largest).List(ctx, metav1.ListOptions{ResourceVersion: rv}); err != nil {
-				return nil, fmt.Errorf("listing %s: %w", largest.Resource, err)
+				letter := "f"
+				if rv == "0" {
+					letter = "g"
+				}
+				return fail(letter, fmt.Errorf("listing %s: %w", largest.Resource, err))
 			}
 			samples = append(samples, time.Since(t0))
 		}
@@ -392,13 +459,17 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 
 	_, restRSS, err := s.settledMemory(ctx)
 	if err != nil {
-		return nil, err
+		return fail("h", err)
 	}
 	if err := scaleBurst(ctx, cfg, s, l, n, float64(restRSS), res); err != nil {
-		// What was measured before the burst stands; the burst's rows
-		// say how it failed.
-		res.failedFrom, res.failure = "h", err.Error()
-		return res, nil
+		return fail("h", err)
+	}
+	if name == "ours" && cfg.scaleMirror {
+		m, err := scaleMirror(ctx, cfg, s, l, filepath.Join(root, "mirror"), emptyHeap, float64(emptyRSS))
+		if err != nil {
+			return fail("n", fmt.Errorf("mirror: %w", err))
+		}
+		res.mirror = m
 	}
 	return res, nil
 }
@@ -668,7 +739,7 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 		r.Ratio = math.NaN()
 		r.Baseline = "not run"
 		if !ours.measured(letter) {
-			r.CacheValue, r.Cache, r.TargetOnValue = 0, "failed (see the notes)", false
+			r.CacheValue, r.Cache, r.TargetOnValue = 0, ours.unmeasured(letter), false
 		}
 		if kcp != nil {
 			if kcp.measured(letter) {
@@ -676,7 +747,7 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 				r.Baseline = "kcp's cache-server: " + format(get(kcp))
 				r.Ratio = ratio(r.CacheValue, r.BaselineValue)
 			} else {
-				r.Baseline = "kcp's cache-server failed (see the notes)"
+				r.Baseline = "kcp's cache-server: " + kcp.unmeasured(letter)
 			}
 		}
 		rep.add(r)
@@ -700,6 +771,20 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 	add("k", "relist burst: RSS peak ÷ rest", "ratio", func(r *scaleResult) float64 { return r.rssPeakOverRest }, num, &target{Text: "≤ 2", AtMost: true, Bound: 2})
 	add("l", "watch fan-out to every informer, p99", "ms", func(r *scaleResult) float64 { return m(r.fanOut.P99) }, msf, nil)
 	add("m", "*/* LIST of "+scaleMix[0].gvr.Resource+", consistent, body read p50 ÷ raw etcd range p50", "ratio", func(r *scaleResult) float64 { return r.listOverEtcd }, num, &target{Text: "≤ 1.5", AtMost: true, Bound: 1.5})
+	addScaleMirrorRows(rep, n, ours)
+}
+
+// unmeasured is what a row the server did not measure says instead of a
+// figure.
+func (r *scaleResult) unmeasured(letter string) string {
+	switch {
+	case r.failedFrom != "" && strings.Index(scaleOrder, letter) >= strings.Index(scaleOrder, r.failedFrom):
+		return r.failedHow
+	case letter == "m":
+		return "not measured (see the notes)"
+	default:
+		return "not run"
+	}
 }
 
 // thousands writes n with commas.

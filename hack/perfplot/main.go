@@ -122,15 +122,19 @@ func pick(rows map[string]row, letter, label string, c color.RGBA, dashed, basel
 		if err != nil {
 			continue
 		}
+		// A figure starts with a digit; a row a server did not measure
+		// says why instead ("not run", "killed (6Gi memory limit)").
 		switch {
-		case baseline && strings.HasPrefix(r.Baseline, "kcp's cache-server: "):
+		case baseline && startsWithDigit(strings.TrimPrefix(r.Baseline, "kcp's cache-server: ")) && strings.HasPrefix(r.Baseline, "kcp's cache-server: "):
 			s.points[n] = r.BaselineValue
-		case !baseline && !strings.HasPrefix(r.Cache, "failed"):
+		case !baseline && startsWithDigit(r.Cache):
 			s.points[n] = r.CacheValue
 		}
 	}
 	return s
 }
+
+func startsWithDigit(s string) bool { return s != "" && s[0] >= '0' && s[0] <= '9' }
 
 // panel draws series in r: a title, axes with ticks at every size and at
 // round values, the curves, and a legend. scale converts values to the
