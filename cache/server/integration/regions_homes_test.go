@@ -377,12 +377,13 @@ func TestRegionsHomeLosesItsStorage(t *testing.T) {
 	}
 }
 
-// TestRegionsStaleReadHeaderNeverRunsAhead: a shard updates one object
-// many times at its home (a counter in it) while a reader reads it with
-// resourceVersion "0" at the mirror. The home revision each answer's header
-// names must be covered by the answer: the counter in it is at least the
-// one the shard wrote at that revision (the writer's own record).
-func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
+// TestRegionsStaleReadHeaderIsExact: a shard updates one object many times
+// at its home (a counter in it) while readers read it with resourceVersion
+// "0" at the mirror, by LIST and by GET. Each answer is the home's state at
+// exactly the revision its header names: the counter in it is the one the
+// shard wrote by that revision (the writer's own record), not less (the
+// header ran ahead) and not more (the answer ran ahead of its header).
+func TestRegionsStaleReadHeaderIsExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long scenario (several caches in regions): skipped with -short")
 	}
@@ -401,18 +402,25 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := cfg.Host + kcpcache.ScopedPath(kcpcache.Scope{Shard: "s-a", Cluster: "root"}, "/apis/apis.kcp.io/v1alpha1/apiexports") + "?resourceVersion=0"
-	type seen struct{ promised, counter int64 }
+	collection := cfg.Host + kcpcache.ScopedPath(kcpcache.Scope{Shard: "s-a", Cluster: "root"}, "/apis/apis.kcp.io/v1alpha1/apiexports")
+	type seen struct {
+		verb              string
+		promised, counter int64
+	}
 	var (
 		readsMu sync.Mutex
 		reads   []seen
 	)
 	// Several readers, each reading as fast as it can, to meet the window
 	// between the mirror applying a write and its watch cache having it.
-	const readers = 3
+	const readers = 4
 	readerDone := make(chan error, readers)
 	writerDone := make(chan struct{})
-	read := func() error {
+	read := func(verb string) error {
+		url := collection + "?resourceVersion=0"
+		if verb == "get" {
+			url = collection + "/counter?resourceVersion=0"
+		}
 		req, err := newRequest(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return err
@@ -430,17 +438,26 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 		if err != nil || len(entries) != 1 {
 			return fmt.Errorf("header %q: %v", resp.Header.Get(kcpcache.HomeRevisionHeader), err)
 		}
-		var list unstructured.UnstructuredList
-		if err := list.UnmarshalJSON(body); err != nil || len(list.Items) != 1 {
-			return fmt.Errorf("body %s: %v", body, err)
+		var u unstructured.Unstructured
+		if verb == "get" {
+			if err := u.UnmarshalJSON(body); err != nil {
+				return fmt.Errorf("body %s: %v", body, err)
+			}
+		} else {
+			var list unstructured.UnstructuredList
+			if err := list.UnmarshalJSON(body); err != nil || len(list.Items) != 1 {
+				return fmt.Errorf("body %s: %v", body, err)
+			}
+			u = list.Items[0]
 		}
-		n, _, _ := unstructured.NestedInt64(list.Items[0].Object, "spec", "n")
+		n, _, _ := unstructured.NestedInt64(u.Object, "spec", "n")
 		readsMu.Lock()
-		reads = append(reads, seen{entries[0].Revision, n})
+		reads = append(reads, seen{verb, entries[0].Revision, n})
 		readsMu.Unlock()
 		return nil
 	}
-	for range readers {
+	for i := range readers {
+		verb := []string{"list", "get"}[i%2]
 		go func() {
 			for {
 				select {
@@ -449,7 +466,7 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 					return
 				default:
 				}
-				if err := read(); err != nil {
+				if err := read(verb); err != nil {
 					readerDone <- err
 					return
 				}
@@ -478,8 +495,8 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// least is the counter the shard had written by home revision r.
-	least := func(r int64) int64 {
+	// at is the counter the shard had written by home revision r.
+	at := func(r int64) int64 {
 		var best, bestRV int64 = -1, -1
 		for rv, n := range written {
 			if rv <= r && rv > bestRV {
@@ -488,17 +505,19 @@ func TestRegionsStaleReadHeaderNeverRunsAhead(t *testing.T) {
 		}
 		return best
 	}
-	var ahead []string
+	var wrong []string
+	byVerb := map[string]int{}
 	for _, s := range reads {
-		if want := least(s.promised); s.counter < want {
-			ahead = append(ahead, fmt.Sprintf("header promised revision %d (counter >= %d), body has %d", s.promised, want, s.counter))
+		byVerb[s.verb]++
+		if want := at(s.promised); s.counter != want {
+			wrong = append(wrong, fmt.Sprintf("%s: header names revision %d (counter %d there), body has %d", s.verb, s.promised, want, s.counter))
 		}
 	}
-	t.Logf("%d stale reads during %d updates", len(reads), updates)
-	if len(reads) < 20 {
-		t.Fatalf("only %d reads during the updates: the test proves little", len(reads))
+	t.Logf("%d stale reads (%d lists, %d gets) during %d updates", len(reads), byVerb["list"], byVerb["get"], updates)
+	if byVerb["list"] < 20 || byVerb["get"] < 20 {
+		t.Fatalf("only %d lists and %d gets during the updates: the test proves little", byVerb["list"], byVerb["get"])
 	}
-	if len(ahead) > 0 {
-		t.Fatalf("%d of %d stale reads at the mirror carried a header ahead of their content: %v", len(ahead), len(reads), ahead)
+	if len(wrong) > 0 {
+		t.Fatalf("%d of %d stale reads at the mirror were not the home's state at their header's revision: %v", len(wrong), len(reads), wrong)
 	}
 }

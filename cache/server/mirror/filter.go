@@ -87,13 +87,25 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 					}
 					entries = confirmed
 				} else {
+					release := func() {}
+					if info.Verb != "watch" {
+						release = m.holdStreams(scope.Shard, gr)
+					}
 					stale, ages := m.Stale(scope.Shard, gr)
 					entries = stale
 					if len(ages) > 0 {
 						w.Header().Set(kcpcache.FreshnessAgeHeader, kcpcache.FormatFreshnessAges(ages))
 					}
 					if len(entries) > 0 && info.Verb != "watch" {
-						entries = m.coverStaleRead(req, entries, cfg.LocalRevision)
+						entries = m.coverStaleRead(req, entries, cfg.LocalRevision, info.Verb == "list")
+					}
+					// A GET keeps the streams until it is answered; a LIST
+					// is served at an exact revision and lets them go now
+					// (header.go).
+					if info.Verb == "get" {
+						defer release()
+					} else {
+						release()
 					}
 				}
 			}
@@ -126,10 +138,12 @@ func exemptFromChecks(req *http.Request) bool {
 	return u.GetName() == user.APIServerUser
 }
 
-// coverStaleRead makes the stale read req serve at least every write its
-// header entries count, and returns the entries to send: none for a read
-// at an exact resourceVersion, or when the local revision cannot be read.
-func (m *Mirror) coverStaleRead(req *http.Request, entries []kcpcache.HomeRevision, current LocalRevision) []kcpcache.HomeRevision {
+// coverStaleRead makes the stale read req serve every write its header
+// entries count and nothing the streams applied after (header.go), exactly
+// at that local revision when exact, and returns the entries to send: none
+// for a read that asks for an exact resourceVersion or a newer one, or
+// when the local revision cannot be read.
+func (m *Mirror) coverStaleRead(req *http.Request, entries []kcpcache.HomeRevision, current LocalRevision, exact bool) []kcpcache.HomeRevision {
 	if current == nil {
 		return entries
 	}
@@ -138,7 +152,7 @@ func (m *Mirror) coverStaleRead(req *http.Request, entries []kcpcache.HomeRevisi
 		klog.FromContext(req.Context()).V(2).Info("Serving a stale read without its home-revision header: the local revision is unknown", "err", err)
 		return nil
 	}
-	if !serveNotOlderThan(req, rev) {
+	if !serveAt(req, rev, exact) {
 		return nil
 	}
 	return entries

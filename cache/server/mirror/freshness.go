@@ -303,9 +303,10 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			continue
 		}
 		ages[p.name] = time.Since(at)
-		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() {
+		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() || s.isConverging() {
 			// A held copy is older than what the stream has seen of the
-			// home's new epoch: no revision of it would be true.
+			// home's new epoch, and a converging one is a mix of two
+			// states of the home: no revision of either would be true.
 			continue
 		}
 		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})

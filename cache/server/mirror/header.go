@@ -6,15 +6,44 @@ import (
 	"strconv"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // A stale read's kcpcache.HomeRevisionHeader comes from the streams' state:
 // writes the mirror applied to the local etcd. The read itself is served by
-// the watch cache, which may not have seen the last of those writes yet; a
-// header taken as is could promise more than the answer holds. So once the
-// header's entries are taken, the read is served at a local revision that
-// covers every write they count (resourceVersion "not older than" it: the
-// watch cache waits until it has it, normally at once).
+// the watch cache, which may not have seen the last of those writes yet,
+// and may meanwhile see writes the streams apply after the header was
+// taken. The header is exact, the copy holds every change of the partition
+// at its home up to the revision and none after it, because:
+//   - the read holds every covering stream's applyMu (holdStreams) from
+//     taking the header's entries until its local revision is fixed, so no
+//     stream applies a change in between;
+//   - that local revision covers every write the entries count (taken from
+//     the local etcd after them), and the read is served at it: a GET at
+//     "not older than" it while the streams are still held (the watch
+//     cache waits until it has it, normally at once, and nothing of these
+//     streams can land after it before the GET is answered); a LIST, which
+//     may take long to encode, at exactly it (resourceVersionMatch=Exact,
+//     from the watch cache's snapshots or etcd), so the streams are let go
+//     as soon as the revision is fixed.
+
+// holdStreams holds, for reading, applyMu of every stream whose data a read
+// of shard's gr covers, and returns the function that lets them go.
+func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release func()) {
+	homes, _ := m.homesOf(shard)
+	var held []*stream
+	for _, p := range homes {
+		for _, c := range p.streamsFor(gr) {
+			c.s.applyMu.RLock()
+			held = append(held, c.s)
+		}
+	}
+	return func() {
+		for _, s := range held {
+			s.applyMu.RUnlock()
+		}
+	}
+}
 
 // LocalRevision returns the local storage's current revision.
 type LocalRevision func(ctx context.Context) (int64, error)
@@ -44,19 +73,24 @@ func (m *Mirror) coveringRevision(ctx context.Context, current LocalRevision) (i
 	return rev, nil
 }
 
-// serveNotOlderThan rewrites a stale read's resourceVersion to at least rev.
-// It reports false for a read it must not rewrite (an exact match).
-func serveNotOlderThan(req *http.Request, rev int64) bool {
+// serveAt rewrites a stale read to be served at local revision rev: not
+// older than it, or exactly at it (exact). It reports false when the read
+// is not served at rev: it asks for an exact match of its own, or for a
+// revision newer than rev.
+func serveAt(req *http.Request, rev int64, exact bool) bool {
 	q := req.URL.Query()
 	switch metav1.ResourceVersionMatch(q.Get("resourceVersionMatch")) {
 	case "", metav1.ResourceVersionMatchNotOlderThan:
 	default:
 		return false
 	}
-	if asked, err := strconv.ParseInt(q.Get("resourceVersion"), 10, 64); err == nil && asked >= rev {
-		return true
+	if asked, err := strconv.ParseInt(q.Get("resourceVersion"), 10, 64); err == nil && asked > rev {
+		return false
 	}
 	q.Set("resourceVersion", strconv.FormatInt(rev, 10))
+	if exact {
+		q.Set("resourceVersionMatch", string(metav1.ResourceVersionMatchExact))
+	}
 	req.URL.RawQuery = q.Encode()
 	return true
 }

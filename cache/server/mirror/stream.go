@@ -28,7 +28,19 @@ type stream struct {
 	peer *peer
 	gvr  schema.GroupVersionResource
 
+	// applyMu makes a stale read's header exact (header.go): the stream
+	// holds it (to write) while it applies one event and records the
+	// event's revision, and while it marks a list's convergence begun or
+	// done; a stale read holds it (to read) from taking its header's
+	// revision until it has fixed the local revision it is served at, so
+	// that no change of this stream lands in between.
+	applyMu sync.RWMutex
+
 	mu sync.Mutex
+	// converging is set while a list is applied to the copy: the copy is
+	// then a mix of the home's state before and after, which no revision
+	// describes, and stale reads get no revision of this stream.
+	converging bool
 	// applied is the peer revision every change of the type up to which is
 	// applied here; 0 before the first list.
 	applied int64
@@ -107,7 +119,8 @@ func (s *stream) advance(rev int64, epoch string) {
 	appliedRevision.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(s.applied))
 }
 
-// listed records a list at rev: every shard's data is as of rev.
+// listed records a list at rev: every shard's data is as of rev, and the
+// list's convergence is over.
 func (s *stream) listed(rev, releaseGeneration int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,7 +129,25 @@ func (s *stream) listed(rev, releaseGeneration int64) {
 	}
 	s.listRevision = rev
 	s.changed = map[string]int64{}
+	s.converging = false
 	s.m.stateVersion.Add(1)
+}
+
+// convergeBegins marks the copy as being brought to a list's state.
+func (s *stream) convergeBegins() {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.converging = true
+	s.m.stateVersion.Add(1)
+}
+
+// isConverging reports whether a list is being applied to the copy.
+func (s *stream) isConverging() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.converging
 }
 
 // changedAt records a change of shard's data at rev.
@@ -265,11 +296,14 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("the peer's list resourceVersion %q is not a revision: %w", list.GetResourceVersion(), err)
 	}
+	s.convergeBegins()
 	if err := s.converge(ctx, list.Items); err != nil {
 		return false, err
 	}
+	s.applyMu.Lock()
 	s.listed(rev, releaseGeneration)
 	s.advance(rev, epoch)
+	s.applyMu.Unlock()
 	s.confirmAt(asked)
 	if s.peer.holds.releaseGeneration() != releaseGeneration {
 		// Partitions were released while this list was applied: it
@@ -335,26 +369,38 @@ func (s *stream) follow(ctx context.Context, w watch.Interface, from string, rel
 			if !ok {
 				return last, fmt.Errorf("unexpected watch object %T", ev.Object)
 			}
-			switch ev.Type {
-			case watch.Added, watch.Modified:
-				if err := s.applyPeerObject(ctx, u, ev.Type == watch.Added); err != nil {
-					return last, err
-				}
-			case watch.Deleted:
-				if err := s.applyPeerDeletion(ctx, u); err != nil {
-					return last, err
-				}
-			}
-			rev, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
-			if err != nil {
-				return last, fmt.Errorf("event resourceVersion %q is not a revision: %w", u.GetResourceVersion(), err)
+			if err := s.applyEvent(ctx, ev.Type, u); err != nil {
+				return last, err
 			}
 			last = u.GetResourceVersion()
-			if shard := u.GetAnnotations()[kcpcache.AnnotationShard]; ev.Type != watch.Bookmark && !s.peer.holds.isHeld(shard) {
-				s.changedAt(u.GetAnnotations()[kcpcache.AnnotationShard], rev)
-			}
-			epoch, _ := s.peer.client.Epochs().Current()
-			s.advance(rev, epoch)
 		}
 	}
+}
+
+// applyEvent applies one event of the peer's watch and records its
+// revision, holding applyMu: a stale read sees the copy either before the
+// event and its revision or after both.
+func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructured.Unstructured) error {
+	rev, err := strconv.ParseInt(u.GetResourceVersion(), 10, 64)
+	if err != nil {
+		return fmt.Errorf("event resourceVersion %q is not a revision: %w", u.GetResourceVersion(), err)
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	switch t {
+	case watch.Added, watch.Modified:
+		if err := s.applyPeerObject(ctx, u, t == watch.Added); err != nil {
+			return err
+		}
+	case watch.Deleted:
+		if err := s.applyPeerDeletion(ctx, u); err != nil {
+			return err
+		}
+	}
+	if shard := u.GetAnnotations()[kcpcache.AnnotationShard]; t != watch.Bookmark && !s.peer.holds.isHeld(shard) {
+		s.changedAt(shard, rev)
+	}
+	epoch, _ := s.peer.client.Epochs().Current()
+	s.advance(rev, epoch)
+	return nil
 }
