@@ -44,8 +44,11 @@ import (
 //     compared with the old ones (the reader relists anyway: its
 //     resourceVersions went back).
 //   - Nothing about responses without the header (a cache without a name,
-//     a server that predates hierarchies) or other than successful GETs
-//     (lists, gets and watches): they pass and are not recorded.
+//     a server that predates hierarchies) or other than GETs answered with
+//     success or 404 Not Found (lists, gets and watches; a mirror's 404
+//     for an object is a state of its home too, and one behind what the
+//     reader saw would make a present object vanish): they pass and are
+//     not recorded.
 //
 // The resource of the key is the group and resource of the request path,
 // whatever the version, namespace, name or subresource: a home's revisions
@@ -166,7 +169,7 @@ var _ utilnet.RoundTripperWrapper = &homeRevisionRoundTripper{}
 // RoundTrip implements http.RoundTripper.
 func (rt *homeRevisionRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := rt.delegate.RoundTrip(req)
-	if err != nil || resp == nil || req.Method != http.MethodGet || resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if err != nil || resp == nil || req.Method != http.MethodGet || (resp.StatusCode < 200 || resp.StatusCode > 299) && resp.StatusCode != http.StatusNotFound {
 		return resp, err
 	}
 	values := resp.Header.Values(kcpcache.HomeRevisionHeader)

@@ -110,9 +110,9 @@ func TestHomeRevisionsRefuseAnOlderStateOfAHome(t *testing.T) {
 			t.Errorf("%s: refused: %v", what, err)
 		}
 	}
-	refuse := func(what, name, revisions, path string) *client.TimeTravelError {
+	refuseStatus := func(what, name, revisions, path string, status int) *client.TimeTravelError {
 		t.Helper()
-		peer.answer(name, revisions, http.StatusOK)
+		peer.answer(name, revisions, status)
 		resp, err := do(http.MethodGet, path)
 		var travel *client.TimeTravelError
 		if !errors.As(err, &travel) || resp != nil {
@@ -122,6 +122,10 @@ func TestHomeRevisionsRefuseAnOlderStateOfAHome(t *testing.T) {
 			t.Errorf("%s: the refused response's body was not closed", what)
 		}
 		return travel
+	}
+	refuse := func(what, name, revisions, path string) *client.TimeTravelError {
+		t.Helper()
+		return refuseStatus(what, name, revisions, path, http.StatusOK)
 	}
 
 	accept("first answer", "east", "east=e1/10", http.MethodGet, exportsOfAmber, http.StatusOK)
@@ -150,6 +154,10 @@ func TestHomeRevisionsRefuseAnOlderStateOfAHome(t *testing.T) {
 	accept("no header", "west", "", http.MethodGet, exportsOfAmber, http.StatusOK)
 	accept("not a GET", "west", "east=e1/1", http.MethodPost, exportsOfAmber, http.StatusCreated)
 	accept("a failure", "west", "east=e1/1", http.MethodGet, exportsOfAmber, http.StatusServiceUnavailable)
+	// A 404 of a mirror behind, which lacks an object the reader may have
+	// seen, would make it vanish.
+	refuseStatus("a 404 of a mirror behind", "west", "east=e1/9", exportsOfAmber+"/x", http.StatusNotFound)
+	accept("a 404 as new as what was seen", "west", "east=e1/10", http.MethodGet, exportsOfAmber+"/x", http.StatusNotFound)
 	if seen, _ := memory.Seen("east", "e1", "amber", "apiexports.apis.kcp.io"); seen != 10 {
 		t.Errorf("seen %d after answers that are not compared, want 10", seen)
 	}
