@@ -122,9 +122,9 @@ type Report struct {
 	// on the same etcd when scaled out.
 	MirrorReads int
 	// StaleReads counts the reads with resourceVersion=0 at mirrors;
-	// StaleBeyondHeader those whose copy included changes past the
-	// revision their header reported.
-	StaleReads, StaleBeyondHeader int
+	// TimeTravelRefused those a reader's memory of home revisions (as
+	// cache/client's) refused as older than what it had accepted.
+	StaleReads, TimeTravelRefused int
 	WatchEvents                   int
 	Faults                        []string
 	// UnknownErrors are the errors of the writes of unknown outcome.
@@ -164,9 +164,13 @@ func Check(h History, timeout time.Duration) Report {
 		rep.Violations = append(rep.Violations, checkWatch(w, h.Ops)...)
 	}
 	rep.StaleReads = len(h.StaleReads)
-	stale, beyond := checkStaleReads(h)
-	rep.Violations = append(rep.Violations, stale...)
-	rep.StaleBeyondHeader = beyond
+	for _, r := range h.StaleReads {
+		if r.Refused != "" {
+			rep.TimeTravelRefused++
+		}
+	}
+	rep.Violations = append(rep.Violations, checkStaleReads(h)...)
+	rep.Violations = append(rep.Violations, checkTimeTravel(h)...)
 	return rep
 }
 

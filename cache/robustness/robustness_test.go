@@ -437,7 +437,7 @@ func (r *Report) add(rep Report, named bool, shard string) {
 	r.Unknown += rep.Unknown
 	r.MirrorReads += rep.MirrorReads
 	r.StaleReads += rep.StaleReads
-	r.StaleBeyondHeader += rep.StaleBeyondHeader
+	r.TimeTravelRefused += rep.TimeTravelRefused
 	r.WatchEvents += rep.WatchEvents
 	if r.Faults == nil {
 		r.Faults = rep.Faults
@@ -516,8 +516,8 @@ func memberFaults(cluster *cachetest.EtcdCluster, members int) (kill, restart fa
 
 func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
-	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d with changes past their header's revision), %d watch events, faults: %v",
-		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.StaleBeyondHeader, rep.WatchEvents, rep.Faults)
+	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d refused by the reader as time travel), %d watch events, faults: %v",
+		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.TimeTravelRefused, rep.WatchEvents, rep.Faults)
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
 	}

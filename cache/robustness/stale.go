@@ -2,7 +2,6 @@ package robustness
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 )
@@ -23,8 +22,17 @@ type StaleRead struct {
 	// HomeRevision is the home's revision of the last change to the
 	// partition the copy includes.
 	HomeRevision int64 `json:"homeRevision"`
+	// Header is Kcp-Cache-Home-Revision as it came (home, epoch and
+	// revision), for whoever reads a saved history.
+	Header string `json:"header,omitempty"`
 	// Age is the time since the home last confirmed the copy.
 	Age time.Duration `json:"age"`
+	// Reader is the client that read: one memory of the home revisions it
+	// accepted (cache/client's), whichever mirror it read at.
+	Reader int `json:"reader"`
+	// Refused is the reader's refusal of the answer as time travel; the
+	// answer is then not recorded.
+	Refused string `json:"refused,omitempty"`
 }
 
 // ageSlack absorbs the header's millisecond rounding and the time between
@@ -44,29 +52,28 @@ type change struct {
 // returned) and the home's watch events (deletions too, with the revision
 // they happened at).
 //
-// The header's revision H is a lower bound: the copy includes every change
-// of the partition at its home up to H (docs/regions.md), and may include
-// later ones (the mirror applied them between the header and the read).
+// The header's revision H is exact: the copy includes every change of the
+// partition at its home up to H and none after it (docs/regions.md).
 //
 //   - stale-revision: the home changed the key after the copy's revision
 //     and no later than H: a change the answer claims to include is
 //     missing;
+//   - stale-beyond-header: the copy is at a revision past H: the answer
+//     includes a change its header says it does not, and a reader that
+//     keeps the highest revision it saw would take a later, older answer
+//     of another cache;
 //   - stale-content: the copy's value is not the one its home had at the
 //     copy's revision;
 //   - stale-absent: the key is answered absent, but the home held it at H
 //     (a watch of the home saw every change from its creation to H, none
-//     a deletion) and no deletion of it had even been sent when the answer
-//     came: the copy lacks the creation, a change up to H;
+//     a deletion): the copy lacks the creation, a change up to H, or has
+//     a deletion after H;
 //   - stale-age: a write after H was acknowledged before the read was
 //     sent, so the copy has not been current since at least then, and the
 //     answer says it was confirmed later.
-//
-// It returns the violations, and how many answers included changes past
-// their header's revision (allowed, but a reader that keeps the highest
-// revision it saw cannot tell that it saw more).
-func checkStaleReads(h History) (out []Violation, beyondHeader int) {
-	changes := map[string][]change{}
-	add := func(key string, c change) { changes[key] = append(changes[key], c) }
+func checkStaleReads(h History) (out []Violation) {
+	chains := watchChains(h.Watches)
+	changes := knownChanges(h, chains)
 	type ack struct {
 		rv  int64
 		ret int64
@@ -74,18 +81,8 @@ func checkStaleReads(h History) (out []Violation, beyondHeader int) {
 	var acks []ack
 	for _, op := range h.Ops {
 		if (op.Input.Op == OpCreate || op.Input.Op == OpUpdate) && op.Output.Status == StatusOK && op.Output.RV > 0 {
-			add(op.Input.Key, change{rv: op.Output.RV, value: op.Input.Value})
 			acks = append(acks, ack{op.Output.RV, op.Return})
 		}
-	}
-	chains := watchChains(h.Watches)
-	for _, c := range chains {
-		for _, ev := range c.events {
-			add(ev.Key, change{rv: ev.RV, value: ev.Value, deleted: ev.Type == "DELETED"})
-		}
-	}
-	for key := range changes {
-		sort.Slice(changes[key], func(i, j int) bool { return changes[key][i].rv < changes[key][j].rv })
 	}
 	// The earliest acknowledgement of a revision above each H is what the
 	// age is checked against: by revision, the earliest return from there on.
@@ -96,20 +93,16 @@ func checkStaleReads(h History) (out []Violation, beyondHeader int) {
 		earliestAbove[i] = min(acks[i].ret, earliestAbove[i+1])
 	}
 
-	// The calls of deletions of each key, acknowledged or not.
-	deleteCalls := map[string][]int64{}
-	for _, op := range h.Ops {
-		if op.Input.Op == OpDelete && op.Output.Status != StatusNotFound {
-			deleteCalls[op.Input.Key] = append(deleteCalls[op.Input.Key], op.Call)
-		}
-	}
 	for _, r := range h.StaleReads {
+		if r.Refused != "" {
+			continue
+		}
 		desc := fmt.Sprintf("a stale read of %s at cache %d answered %s %q@%d reflecting home revision %d, age %s", r.Key, r.At, r.Status, r.Value, r.RV, r.HomeRevision, r.Age)
 		known := changes[r.Key]
 		switch r.Status {
 		case StatusOK:
 			if r.RV > r.HomeRevision {
-				beyondHeader++
+				out = append(out, Violation{Check: "stale-beyond-header", Details: fmt.Sprintf("%s: the copy is of revision %d, past its header", desc, r.RV)})
 			}
 			for _, c := range known {
 				if c.rv == r.RV && !c.deleted && c.value != r.Value {
@@ -128,7 +121,7 @@ func checkStaleReads(h History) (out []Violation, beyondHeader int) {
 					last = &known[i]
 				}
 			}
-			if last == nil || last.deleted || slices.ContainsFunc(deleteCalls[r.Key], func(call int64) bool { return call < r.Return }) {
+			if last == nil || last.deleted {
 				break
 			}
 			for _, c := range chains {
@@ -145,7 +138,29 @@ func checkStaleReads(h History) (out []Violation, beyondHeader int) {
 			}
 		}
 	}
-	return out, beyondHeader
+	return out
+}
+
+// knownChanges are the changes of each key at its home that the history
+// knows, in revision order: the acknowledged creates and updates, and the
+// events of the home's watches (deletions too).
+func knownChanges(h History, chains []chain) map[string][]change {
+	changes := map[string][]change{}
+	add := func(key string, c change) { changes[key] = append(changes[key], c) }
+	for _, op := range h.Ops {
+		if (op.Input.Op == OpCreate || op.Input.Op == OpUpdate) && op.Output.Status == StatusOK && op.Output.RV > 0 {
+			add(op.Input.Key, change{rv: op.Output.RV, value: op.Input.Value})
+		}
+	}
+	for _, c := range chains {
+		for _, ev := range c.events {
+			add(ev.Key, change{rv: ev.RV, value: ev.Value, deleted: ev.Type == "DELETED"})
+		}
+	}
+	for key := range changes {
+		sort.Slice(changes[key], func(i, j int) bool { return changes[key][i].rv < changes[key][j].rv })
+	}
+	return changes
 }
 
 // chain is a run of watch sessions from one list to the next 410: it saw

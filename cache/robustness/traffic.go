@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // Resource is the type the traffic writes: APIExports, as kcp's shards
@@ -38,7 +40,9 @@ type Traffic struct {
 	// they write.
 	Readers []dynamic.ResourceInterface
 	// StaleReaders, when set, are mirrors each writer also reads with
-	// resourceVersion=0, once a round.
+	// resourceVersion=0, once a round, at one chosen at random: a reader
+	// switching caches, as cache/client's (each writer with its own memory
+	// of the home revisions it accepted, which refuses time travel).
 	StaleReaders []*StaleReader
 	// Rec records every operation.
 	Rec *Recorder
@@ -54,6 +58,11 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 	for id := range tr.Writers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewSource(int64(id) + time.Now().UnixNano()))
+			memory := client.NewHomeRevisions()
+			staleClients := make([]*http.Client, len(tr.StaleReaders))
+			for i, s := range tr.StaleReaders {
+				staleClients[i] = s.clientWith(memory)
+			}
 			for seq := 0; ctx.Err() == nil; seq++ {
 				key := fmt.Sprintf("k%d", rng.Intn(tr.Keys))
 				value := fmt.Sprintf("c%d-%d", id, seq)
@@ -62,7 +71,7 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 					// random: as many as the writes, whatever the
 					// machine's speed.
 					at := rng.Intn(len(tr.StaleReaders))
-					tr.StaleReaders[at].read(ctx, tr.Rec, key, at+1)
+					tr.StaleReaders[at].read(ctx, staleClients[at], tr.Rec, key, at+1, id)
 				}
 				reader, at := c, 0
 				if len(tr.Readers) > 0 {
@@ -248,23 +257,31 @@ func pause(ctx context.Context) {
 // StaleReader reads a partition at a mirror with resourceVersion=0, over
 // HTTP, for the answer's headers.
 type StaleReader struct {
-	client *http.Client
+	transport http.RoundTripper
 	// url is the resource's collection in the partition at the mirror.
 	url string
 }
 
 // NewStaleReader reads the partition cfg's host is scoped to.
 func NewStaleReader(cfg *rest.Config) (*StaleReader, error) {
-	c, err := rest.HTTPClientFor(cfg)
+	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &StaleReader{client: c, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
+	return &StaleReader{transport: rt, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
 }
 
-// read reads key and records the answer, if there is one to record (not
-// when the mirror is down or refuses).
-func (s *StaleReader) read(ctx context.Context, rec *Recorder, key string, at int) {
+// clientWith is a client of the mirror whose answers pass memory, as
+// cache/client's configs do: an answer older than one accepted before, at
+// any cache sharing memory, is refused (*client.TimeTravelError).
+func (s *StaleReader) clientWith(memory *client.HomeRevisions) *http.Client {
+	return &http.Client{Transport: memory.Wrap(s.transport)}
+}
+
+// read reads key through hc for reader, and records the answer, if there
+// is one to record (not when the mirror is down or refuses), or that
+// reader's memory refused it as time travel.
+func (s *StaleReader) read(ctx context.Context, hc *http.Client, rec *Recorder, key string, at, reader int) {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.url+"/"+key+"?resourceVersion=0", nil)
@@ -272,7 +289,11 @@ func (s *StaleReader) read(ctx context.Context, rec *Recorder, key string, at in
 		return
 	}
 	call := rec.Now()
-	resp, err := s.client.Do(req)
+	resp, err := hc.Do(req)
+	if travel := (*client.TimeTravelError)(nil); errors.As(err, &travel) {
+		rec.RecordStale(StaleRead{Key: key, At: at, Reader: reader, Call: call, Return: rec.Now(), Refused: travel.Error()})
+		return
+	}
 	if err != nil {
 		return
 	}
@@ -282,7 +303,7 @@ func (s *StaleReader) read(ctx context.Context, rec *Recorder, key string, at in
 	if err != nil {
 		return
 	}
-	read := StaleRead{Key: key, At: at, Call: call, Return: ret}
+	read := StaleRead{Key: key, At: at, Reader: reader, Call: call, Return: ret}
 	switch resp.StatusCode {
 	case http.StatusOK:
 		u := &unstructured.Unstructured{}
@@ -296,7 +317,8 @@ func (s *StaleReader) read(ctx context.Context, rec *Recorder, key string, at in
 		return
 	}
 	var ok bool
-	if read.HomeRevision, ok = headerRevision(resp.Header.Get(kcpcache.HomeRevisionHeader)); !ok {
+	read.Header = resp.Header.Get(kcpcache.HomeRevisionHeader)
+	if read.HomeRevision, ok = headerRevision(read.Header); !ok {
 		return
 	}
 	if read.Age, ok = headerAge(resp.Header.Get(kcpcache.FreshnessAgeHeader)); !ok {
