@@ -424,7 +424,14 @@ type regionsLag struct {
 	homeBeforeAck            int
 	mirrorBeforeAck          int
 	writes                   summary
+	// readsDuring are resourceVersion=0 GETs at the mirror, one every
+	// regionsReadInterval, of the object created last, while the shard
+	// writes: they meet the mirror's streams applying the writes.
+	readsDuring summary
 }
+
+// regionsReadInterval paces the stale reads during the propagation.
+const regionsReadInterval = 5 * time.Millisecond
 
 // regionsPropagation has a shard create objects at the home, one at a
 // time at a fixed pace, while one watcher at the home and one at the
@@ -449,7 +456,38 @@ func (b *bench) regionsPropagation(ctx context.Context, home, mirror *regionCach
 		}
 	}
 
-	progress("regions: shard %s creates %d objects at %s, one every %s; watchers at %s and %s", regionsScope.Shard, res.objects, home.name, res.interval, home.name, mirror.name)
+	progress("regions: shard %s creates %d objects at %s, one every %s; watchers at %s and %s, a stale reader at %s", regionsScope.Shard, res.objects, home.name, res.interval, home.name, mirror.name, mirror.name)
+	atMirror, err := mirror.resource(regionsScope)
+	if err != nil {
+		return res, err
+	}
+	var created atomic.Int64
+	readerDone := make(chan []time.Duration, 1)
+	readCtx, stopReader := context.WithCancel(ctx)
+	defer stopReader()
+	go func() {
+		var samples []time.Duration
+		defer func() { readerDone <- samples }()
+		pace := time.NewTicker(regionsReadInterval)
+		defer pace.Stop()
+		for {
+			select {
+			case <-readCtx.Done():
+				return
+			case <-pace.C:
+			}
+			n := created.Load()
+			if n == 0 {
+				continue
+			}
+			start := time.Now()
+			// A 404 (the copy not there yet) is an answer too.
+			if _, err := atMirror.Get(readCtx, objectName("prop", int(n-1)), getFromCache); err != nil && readCtx.Err() != nil {
+				return
+			}
+			samples = append(samples, time.Since(start))
+		}
+	}()
 	sent := make([]time.Time, res.objects)
 	acked := make([]time.Time, res.objects)
 	var writes []time.Duration
@@ -471,6 +509,7 @@ func (b *bench) regionsPropagation(ctx context.Context, home, mirror *regionCach
 		}
 		acked[i] = time.Now()
 		writes = append(writes, acked[i].Sub(sent[i]))
+		created.Store(int64(i + 1))
 	}
 	res.writes = summarize(writes)
 
@@ -488,6 +527,8 @@ func (b *bench) regionsPropagation(ctx context.Context, home, mirror *regionCach
 	if err != nil {
 		return res, fmt.Errorf("waiting for the watchers (%d at %s, %d at %s of %d): %w", seen[0].count(), home.name, seen[1].count(), mirror.name, res.objects, err)
 	}
+	stopReader()
+	res.readsDuring = summarize(<-readerDone)
 	var fromAck, fromSend [2][]time.Duration
 	var beforeAck [2]int
 	for i := 0; i < res.objects; i++ {
@@ -578,6 +619,14 @@ func (b *bench) regionsRows(mem regionsMemoryResult, lag regionsLag, reads regio
 		RatioMeaning: fmt.Sprintf("p99 of the create's acknowledgement → first watch event at the mirror ÷ the same at the home (p99, because the home's watch event came before the acknowledgement for %d of %d objects, counted as 0, so its p50 is %s; the mirror's came first for %d)",
 			lag.homeBeforeAck, lag.objects, ms(lag.home.P50), lag.mirrorBeforeAck),
 		Details: map[string]interface{}{"mirror": lag.mirror, "home": lag.home},
+	})
+	b.rep.add(&row{
+		ID: "10g", Metric: "regions: resourceVersion=0 GET at mirror while the home writes",
+		Cache: p50p99(lag.readsDuring), Baseline: p50p99(reads.mirrorRV0) + " with no writes (10d)",
+		CacheValue: lag.readsDuring.P50.Seconds(), BaselineValue: reads.mirrorRV0.P50.Seconds(), Unit: "s",
+		Ratio: ratio(float64(lag.readsDuring.P50), float64(reads.mirrorRV0.P50)),
+		RatioMeaning: fmt.Sprintf("p50 of %d resourceVersion=0 GETs at the mirror of the object the shard created last, one every %s during rows 10a-10b's creates (a stale read holds the type's mirror stream while it is answered, so that its home-revision header is exact), ÷ p50 of row 10d's (p99 ratio %.2f)",
+			lag.readsDuring.N, regionsReadInterval, ratio(float64(lag.readsDuring.P99), float64(reads.mirrorRV0.P99))),
 	})
 	b.rep.add(&row{
 		ID: "10c", Metric: "regions: consistent GET at mirror (freshness check)",
