@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -42,6 +43,10 @@ type cluster struct {
 	parts []*partition
 	// faultList are the shape's faults, injected in turn.
 	faultList []fault
+	// afterTraffic, when set, is the shape's last step, once the traffic
+	// and the watches ended and every key was read: a fault whose
+	// outcome is checked on its own (the histories end before it).
+	afterTraffic func(ctx context.Context, t *testing.T, note func(string)) []Violation
 }
 
 // partition is one shard's partition in a shape: written and watched at
@@ -235,6 +240,11 @@ func startRegions(t *testing.T) *cluster {
 		}
 		c.parts = append(c.parts, p)
 	}
+	// c's etcd is backed up first (the short run gets to it), and c is
+	// restored from the latest backup once the traffic ends.
+	backup := &homeBackup{dir: t.TempDir()}
+	c.faultList = append(c.faultList, backup.of("c", regions["c"].Srv))
+	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", slices.Collect(maps.Values(links)))
 	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
 		c.faultList = append(c.faultList,
 			cutOf("link "+l.link, links[l.link]),
@@ -392,7 +402,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	traffic := make([]Traffic, len(c.parts))
 	var trafficWG sync.WaitGroup
 	for i, p := range c.parts {
-		traffic[i] = Traffic{Writers: 3, Keys: 4, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i]}
+		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i]}
 		trafficWG.Go(func() { traffic[i].Run(ctx, p.client) })
 	}
 	trafficWG.Wait()
@@ -409,6 +419,10 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	}
 	stopWatch()
 	wg.Wait()
+	var after []Violation
+	if c.afterTraffic != nil {
+		after = c.afterTraffic(finalCtx, t, note)
+	}
 	var total Report
 	for i, p := range c.parts {
 		recs[i].AddWatch(events[i])
@@ -426,6 +440,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 		}
 		total.add(rep, len(c.parts) > 1, p.shard)
 	}
+	total.Violations = append(total.Violations, after...)
 	return total
 }
 

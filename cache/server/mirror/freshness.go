@@ -303,10 +303,11 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			continue
 		}
 		ages[p.name] = time.Since(at)
-		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() || s.isConverging() {
+		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() || s.isMixed() {
 			// A held copy is older than what the stream has seen of the
-			// home's new epoch, and a converging one is a mix of two
-			// states of the home: no revision of either would be true.
+			// home's new epoch, and a mixed one (being relisted, or a
+			// change failed to apply) may be a mix of two states of the
+			// home: no revision of either would be true.
 			continue
 		}
 		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})

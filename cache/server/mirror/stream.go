@@ -37,10 +37,12 @@ type stream struct {
 	applyMu sync.RWMutex
 
 	mu sync.Mutex
-	// converging is set while a list is applied to the copy: the copy is
-	// then a mix of the home's state before and after, which no revision
-	// describes, and stale reads get no revision of this stream.
-	converging bool
+	// mixed is set while a list is applied to the copy, and from a change
+	// that failed to apply (it may have landed all the same: a write that
+	// timed out) until the next list: the copy may then be a mix of two
+	// states of the home, which no revision describes, and stale reads get
+	// no revision of this stream.
+	mixed bool
 	// applied is the peer revision every change of the type up to which is
 	// applied here; 0 before the first list.
 	applied int64
@@ -129,25 +131,30 @@ func (s *stream) listed(rev, releaseGeneration int64) {
 	}
 	s.listRevision = rev
 	s.changed = map[string]int64{}
-	s.converging = false
+	s.mixed = false
 	s.m.stateVersion.Add(1)
 }
 
-// convergeBegins marks the copy as being brought to a list's state.
+// convergeBegins marks the copy mixed while a list is applied to it.
 func (s *stream) convergeBegins() {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	s.setMixed()
+}
+
+// setMixed marks the copy as no one state of the home until the next list.
+func (s *stream) setMixed() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.converging = true
+	s.mixed = true
 	s.m.stateVersion.Add(1)
 }
 
-// isConverging reports whether a list is being applied to the copy.
-func (s *stream) isConverging() bool {
+// isMixed reports whether the copy may be a mix of two states of the home.
+func (s *stream) isMixed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.converging
+	return s.mixed
 }
 
 // changedAt records a change of shard's data at rev.
@@ -389,13 +396,15 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 	defer s.applyMu.Unlock()
 	switch t {
 	case watch.Added, watch.Modified:
-		if err := s.applyPeerObject(ctx, u, t == watch.Added); err != nil {
-			return err
-		}
+		err = s.applyPeerObject(ctx, u, t == watch.Added)
 	case watch.Deleted:
-		if err := s.applyPeerDeletion(ctx, u); err != nil {
-			return err
-		}
+		err = s.applyPeerDeletion(ctx, u)
+	}
+	if err != nil {
+		// The stream starts over with a list; until then the change may
+		// be in the copy without its revision counted.
+		s.setMixed()
+		return err
 	}
 	if shard := u.GetAnnotations()[kcpcache.AnnotationShard]; t != watch.Bookmark && !s.peer.holds.isHeld(shard) {
 		s.changedAt(shard, rev)
