@@ -1,11 +1,12 @@
 // Command perfplot draws the scale phase's costs per object as curves: it
 // reads the JSON reports of `go run ./examples/bench -phases scale
-// -json-file F` (several files are merged, e.g. one run for the sizes both
-// servers take and one for the largest) and writes a PNG with two panels,
-// objects on a logarithmic x axis: heap and RSS per object, and the time
-// from a restart to ready; ours as solid lines, kcp's cache-server dashed.
+// -json-file F` (several files are merged, later files' rows replacing
+// earlier ones) and writes a PNG with two panels, objects on a logarithmic
+// x axis: heap and RSS per object, and the time from a restart to ready;
+// ours as solid lines, kcp's cache-server dashed. hack/scale.sh runs the
+// bench and then this.
 //
-//	cd hack/perfplot && go run . -out ../../docs/scale.png /tmp/scale-a.json /tmp/scale-b.json
+//	cd hack/perfplot && go run . -out ../../docs/scale.png /tmp/kcp-cache-scale/scale.json
 //
 // It is a module of its own so that its drawing dependency
 // (golang.org/x/image, for the labels' font) stays out of the library's
