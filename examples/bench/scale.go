@@ -132,7 +132,10 @@ type scaleServer struct {
 // startScaleServer starts binary with the arguments kcp's
 // sharded-test-server gives kcp's cache server and extra, in a new root
 // directory, in a memory cgroup of its own when memoryLimit is positive.
-func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, extra ...string) (*scaleServer, error) {
+//
+// started, when not nil, receives the process as soon as it runs (so that a
+// caller can tell how it died if it never became ready).
+func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, started *scaleServer, extra ...string) (*scaleServer, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
@@ -173,7 +176,11 @@ func startScaleServer(ctx context.Context, name, binary, root string, memoryLimi
 		TLSClientConfig: rest.TLSClientConfig{CertData: certPEM, KeyData: keyPEM},
 		Timeout:         2 * time.Minute,
 	})
-	return s, s.start(ctx)
+	err = s.start(ctx)
+	if started != nil {
+		*started = *s
+	}
+	return s, err
 }
 
 // start starts the process and waits until /readyz answers 200.
@@ -309,7 +316,7 @@ type scaleResult struct {
 	// listOverEtcdWhy says why).
 	listOverEtcd    float64
 	listOverEtcdWhy string
-	// mirror holds rows 11n–11r, ours only (kcp's cache-server has no
+	// mirror holds rows 11n–11s, ours only (kcp's cache-server has no
 	// mirrors).
 	mirror *scaleMirrorResult
 	// failedFrom is the first row letter the server did not get through
@@ -320,14 +327,14 @@ type scaleResult struct {
 }
 
 // scaleOrder is the order in which scaleOne measures the rows.
-const scaleOrder = "adebcfgmhijklnopqr"
+const scaleOrder = "adebcfgmhijklnopqrs"
 
 // measured reports whether the row of letter was measured.
 func (r *scaleResult) measured(letter string) bool {
 	if letter == "m" && math.IsNaN(r.listOverEtcd) {
 		return false
 	}
-	if strings.Contains("nopqr", letter) && r.mirror == nil {
+	if strings.Contains("nopqrs", letter) && r.mirror == nil {
 		return false
 	}
 	return r.failedFrom == "" || strings.Index(scaleOrder, letter) < strings.Index(scaleOrder, r.failedFrom)
@@ -339,8 +346,11 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 	if cfg.scaleServerBinary == "" {
 		return errors.New("-phases scale needs -scale-server-binary (build it with: CGO_ENABLED=0 go build -o /tmp/kcp-cache-server ./examples/cache-server)")
 	}
-	servers := []struct{ name, binary string }{{"ours", cfg.scaleServerBinary}}
-	if cfg.kcpCacheServer != "" {
+	var servers []struct{ name, binary string }
+	if !cfg.scaleSkip["ours"] {
+		servers = append(servers, struct{ name, binary string }{"ours", cfg.scaleServerBinary})
+	}
+	if cfg.kcpCacheServer != "" && !cfg.scaleSkip["kcp"] {
 		servers = append(servers, struct{ name, binary string }{"kcp", cfg.kcpCacheServer})
 	}
 	for _, n := range cfg.scaleSizes {
@@ -360,6 +370,11 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 			}
 			results[srv.name] = res
 		}
+		if results["ours"] == nil && results["kcp"] != nil {
+			// kcp's alone: its figures stand in the baseline column, ours
+			// say "not run".
+			results["ours"] = &scaleResult{failedFrom: "a", failedHow: "not run", listOverEtcd: math.NaN()}
+		}
 		addScaleRows(rep, n, results["ours"], results["kcp"])
 	}
 	return nil
@@ -377,11 +392,11 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	var extra []string
 	if name == "ours" {
 		// Named, so that it holds the claims of the shards writing to
-		// it and a mirror (rows 11n–11r) takes their objects; without
+		// it and a mirror (rows 11n–11s) takes their objects; without
 		// peers a name costs one etcd key of claims.
 		extra = append(extra, "--cache-name=home")
 	}
-	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, extra...)
+	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, nil, extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -465,9 +480,10 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		return fail("h", err)
 	}
 	if name == "ours" && cfg.scaleMirror {
-		m, err := scaleMirror(ctx, cfg, s, l, filepath.Join(root, "mirror"), emptyHeap, float64(emptyRSS))
+		m, how, err := scaleMirror(ctx, cfg, s, l, filepath.Join(root, "mirror"), emptyHeap, float64(emptyRSS))
 		if err != nil {
-			return fail("n", fmt.Errorf("mirror: %w", err))
+			res.failedFrom, res.failure, res.failedHow = "n", "mirror: "+err.Error(), how
+			return res, nil
 		}
 		res.mirror = m
 	}

@@ -18,7 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Rows 11n–11r: a second process of our server, a mirror of the measured
+// Rows 11n–11s: a second process of our server, a mirror of the measured
 // one (its home, named "home"), started empty once the home holds the data
 // set: how long until it holds a copy of every object, what the copies
 // cost, and how far behind the home its copy runs while a shard writes at
@@ -39,13 +39,28 @@ type scaleMirrorResult struct {
 	// home and at the mirror.
 	lagHome, lagMirror      summary
 	heapPerCopy, rssPerCopy float64
+	// rssPeak is the mirror's highest RSS seen during its first sync, and
+	// rssRest its RSS at rest after it.
+	rssPeak, rssRest uint64
 }
 
 // scaleMirror starts a mirror of home under root and measures it. The
 // mirror's memory per copy is net of the home's empty figures (the same
 // binary; the mirror's streams add a few megabytes, which this counts
-// against the copies).
-func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, root string, emptyHeap, emptyRSS float64) (*scaleMirrorResult, error) {
+// against the copies). On failure, how says in a few words how the mirror
+// failed (killed for its memory limit, ...).
+func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, root string, emptyHeap, emptyRSS float64) (res *scaleMirrorResult, how string, err error) {
+	m := &scaleServer{}
+	res, err = scaleMirrorRun(ctx, cfg, home, l, root, emptyHeap, emptyRSS, m)
+	if err != nil && m.exited != nil {
+		return nil, "mirror " + m.how(), err
+	}
+	return res, "mirror failed (see the notes)", err
+}
+
+// scaleMirrorRun is scaleMirror; started receives the mirror's process once
+// it is started.
+func scaleMirrorRun(ctx context.Context, cfg config, home *scaleServer, l layout, root string, emptyHeap, emptyRSS float64, started *scaleServer) (*scaleMirrorResult, error) {
 	res := &scaleMirrorResult{}
 	var err error
 	if res.copies, err = storedObjects(ctx, home); err != nil {
@@ -60,8 +75,8 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 		return nil, err
 	}
 	progress("scale: a mirror copies %d objects from the home", res.copies)
-	started := time.Now()
-	m, err := startScaleServer(ctx, "mirror", cfg.scaleServerBinary, root, cfg.scaleMemoryLimit, "--cache-name=mirror", "--peer=home="+kubeconfig)
+	t0 := time.Now()
+	m, err := startScaleServer(ctx, "mirror", cfg.scaleServerBinary, root, cfg.scaleMemoryLimit, started, "--cache-name=mirror", "--peer=home="+kubeconfig)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +88,14 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 			return false, fmt.Errorf("the mirror %s", m.how())
 		default:
 		}
-		n, err := storedObjects(ctx, m)
+		if rss, err := m.rss(); err == nil {
+			res.rssPeak = max(res.rssPeak, rss)
+		}
+		// Bounded: a client of a process that just died would retry
+		// until the phase's end.
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := storedObjects(cctx, m)
 		if err != nil {
 			return false, nil
 		}
@@ -82,7 +104,7 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	}); err != nil {
 		return nil, fmt.Errorf("%d of %d objects copied: %w", last, res.copies, err)
 	}
-	res.firstSync = time.Since(started)
+	res.firstSync = time.Since(t0)
 
 	heap, rss, err := m.settledMemory(ctx)
 	if err != nil {
@@ -90,6 +112,7 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	}
 	res.heapPerCopy = (heap - emptyHeap) / float64(res.copies)
 	res.rssPerCopy = (float64(rss) - emptyRSS) / float64(res.copies)
+	res.rssRest = rss
 
 	if res.lagHome, res.lagMirror, err = scaleMirrorLag(ctx, home, m, l.scopeOf(0)); err != nil {
 		return nil, err
@@ -197,7 +220,7 @@ func scaleMirrorLag(ctx context.Context, home, mirror *scaleServer, sc kcpcache.
 	return summarize(lags[0]), summarize(lags[1]), nil
 }
 
-// addScaleMirrorRows adds rows 11n–11r of one size: the mirror against its
+// addScaleMirrorRows adds rows 11n–11s of one size: the mirror against its
 // home (kcp's cache-server has no mirrors).
 func addScaleMirrorRows(rep *report, n int, ours *scaleResult) {
 	add := func(letter, metric, unit string, value float64, cache string, baseline string, baselineValue float64) {
@@ -223,4 +246,6 @@ func addScaleMirrorRows(rep *report, n int, ours *scaleResult) {
 	add("p", "mirror lag, create sent → watch event, p99", "ms", ms(m.lagMirror.P99), fmt.Sprintf("%.1f ms at the mirror", ms(m.lagMirror.P99)), fmt.Sprintf("%.1f ms at the home", ms(m.lagHome.P99)), ms(m.lagHome.P99))
 	add("q", "heap per copy at the mirror at rest", "bytes", m.heapPerCopy, fmt.Sprintf("%.0f B", m.heapPerCopy), fmt.Sprintf("per object at the home: %.0f B", ours.heapPerObject), ours.heapPerObject)
 	add("r", "RSS per copy at the mirror at rest", "bytes", m.rssPerCopy, fmt.Sprintf("%.0f B", m.rssPerCopy), fmt.Sprintf("per object at the home: %.0f B", ours.rssPerObj), ours.rssPerObj)
+	peak := float64(m.rssPeak) / float64(max(m.rssRest, 1))
+	add("s", "mirror: RSS peak during the first sync ÷ at rest", "ratio", peak, fmt.Sprintf("%.2f (peak %.0f MiB)", peak, float64(m.rssPeak)/(1<<20)), "–", 0)
 }
