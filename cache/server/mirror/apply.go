@@ -2,8 +2,9 @@ package mirror
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/json"
 	"fmt"
-	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,76 +58,80 @@ func (s *stream) desiredCopy(u *unstructured.Unstructured) *unstructured.Unstruc
 	return c
 }
 
+// listPageSize is how many objects one page of a list holds, here and at
+// the peer: a mirror's first copy of a large home holds one page of each
+// type at a time, not the whole type decoded at once (a home of a quarter
+// of a million objects took more than 6 GiB that way).
+const listPageSize = 500
+
+// localCopy is what converge keeps of a local object of the type: enough to
+// tell whether it is the peer's to replace or delete and whether it already
+// holds what the peer has, without keeping the object.
+type localCopy struct {
+	uid types.UID
+	// home is the object's home annotation; homeObject is set for an object
+	// written here by its shard.
+	home       string
+	homeObject bool
+	epoch      string
+	content    [sha256.Size]byte
+}
+
 // converge makes the copies of this type whose home is the peer exactly the
-// peer's home objects in items. Only the shards whose claim the peer holds
-// are taken (homes.go); a shard whose claim is unknown here is asked of the
-// peer first, so that nothing the peer holds as home is skipped silently.
-func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured) error {
-	want := map[copyKey]*unstructured.Unstructured{}
-	present := map[copyKey]bool{}
-	for i := range items {
-		u := &items[i]
-		present[keyOf(u)] = true
-		if !isHomeObject(u) {
-			continue
-		}
-		k := keyOf(u)
-		if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
-			return err
-		}
-		if home, ok := s.m.homeOf(k.shard); ok && home == s.peer.name {
-			want[k] = u
-		}
+// peer's home objects in the list that starts with first (more fetches the
+// next page of a continue token). Only the shards whose claim the peer
+// holds are taken (homes.go): the peer's whole table is learnt first, and a
+// shard met later whose claim is still unknown is asked of the peer, so
+// that nothing the peer holds as home is skipped silently.
+func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredList, more func(ctx context.Context, continueToken string) (*unstructured.UnstructuredList, error)) error {
+	if failed, _ := s.m.homes.askPeers(ctx, "", s.peer.name); failed[s.peer.name] != nil {
+		return fmt.Errorf("reading the homes table of peer %q: %w", s.peer.name, failed[s.peer.name])
 	}
-	localList, err := s.m.local.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr).List(ctx, metav1.ListOptions{})
+	have, err := s.localCopies(ctx)
 	if err != nil {
-		return fmt.Errorf("listing the local copies: %w", err)
+		return err
 	}
-	have := map[copyKey]*unstructured.Unstructured{}
-	var fromOtherEpoch []string
-	for i := range localList.Items {
-		u := &localList.Items[i]
-		a := u.GetAnnotations()
-		shard := a[kcpcache.AnnotationShard]
-		home, followed := s.m.homeOf(shard)
-		if isHomeObject(u) {
-			// Written here by its shard while this cache held its claim.
-			// Only an explicit move of the shard's home to the peer (a
-			// claim of a higher generation, moving.go) makes these objects
-			// the peer's to replace or delete.
-			if followed && home == s.peer.name {
-				have[keyOf(u)] = u
+	want := map[copyKey]bool{}
+	present := map[copyKey]bool{}
+	for page := first; ; {
+		for i := range page.Items {
+			u := &page.Items[i]
+			k := keyOf(u)
+			present[k] = true
+			if !isHomeObject(u) {
+				continue
 			}
-			continue
+			if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
+				return err
+			}
+			if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.name {
+				continue
+			}
+			want[k] = true
+			if s.peer.holds.isHeld(k.shard) {
+				continue
+			}
+			existing, ok := have[k]
+			ok = ok && s.replaceable(existing, k.shard)
+			if ok && existing.content == contentOf(s.desiredCopy(u)) {
+				continue
+			}
+			if err := s.applyPeerObject(ctx, u, !ok); err != nil {
+				return err
+			}
 		}
-		// A copy of the peer's: kept as it is while its shard's claim is
-		// unknown or in conflict, and while the shard's home is this cache
-		// (adopted: the shard's own push replaces the copies).
-		if a[kcpcache.AnnotationHome] != s.peer.name || !followed || home == s.m.cfg.Self {
-			continue
+		token := page.GetContinue()
+		if token == "" {
+			break
 		}
-		have[keyOf(u)] = u
-		if e := a[kcpcache.AnnotationHomeEpoch]; e != "" && e != s.listEpoch {
-			fromOtherEpoch = append(fromOtherEpoch, a[kcpcache.AnnotationShard])
+		next, err := more(ctx, token)
+		if err != nil {
+			return fmt.Errorf("listing at the peer: %w", err)
 		}
+		page = next
 	}
-	if len(fromOtherEpoch) > 0 {
-		s.peer.holdHome(ctx, s.m, s.listEpoch, fromOtherEpoch...)
-	}
-	for k, u := range want {
-		if s.peer.holds.isHeld(k.shard) {
-			continue
-		}
-		existing, ok := have[k]
-		if ok && sameContent(existing, s.desiredCopy(u)) {
-			continue
-		}
-		if err := s.applyPeerObject(ctx, u, !ok); err != nil {
-			return err
-		}
-	}
-	for k, u := range have {
-		if _, ok := want[k]; ok || s.peer.holds.isHeld(k.shard) {
+	for k, c := range have {
+		if want[k] || !s.replaceable(c, k.shard) || s.peer.holds.isHeld(k.shard) {
 			continue
 		}
 		// A copy of a shard homed at the peer that the peer no longer
@@ -134,15 +139,62 @@ func (s *stream) converge(ctx context.Context, items []unstructured.Unstructured
 		// a shard that moved from the peer to another cache, once the peer
 		// no longer holds it at all (the new home's stream brings its own).
 		home, ok := s.m.homeOf(k.shard)
-		if !ok || (home != s.peer.name && (isHomeObject(u) || present[k])) {
+		if !ok || (home != s.peer.name && (c.homeObject || present[k])) {
 			continue
 		}
-		if err := s.deleteCopy(ctx, k, u.GetUID()); err != nil {
+		if err := s.deleteCopy(ctx, k, c.uid); err != nil {
 			return err
 		}
 	}
 	objects.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(len(want)))
 	return nil
+}
+
+// localCopies reads every local object of the type, a page at a time, and
+// holds the partitions of the copies that came from another epoch of the
+// peer than the list's (the peer was restored: restored.go).
+func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error) {
+	have := map[copyKey]localCopy{}
+	var fromOtherEpoch []string
+	res := s.m.local.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
+	for token := ""; ; {
+		page, err := res.List(ctx, metav1.ListOptions{Limit: listPageSize, Continue: token})
+		if err != nil {
+			return nil, fmt.Errorf("listing the local copies: %w", err)
+		}
+		for i := range page.Items {
+			u := &page.Items[i]
+			a := u.GetAnnotations()
+			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], homeObject: isHomeObject(u), epoch: a[kcpcache.AnnotationHomeEpoch], content: contentOf(u)}
+			k := keyOf(u)
+			have[k] = c
+			if !c.homeObject && s.replaceable(c, k.shard) && c.epoch != "" && c.epoch != s.listEpoch {
+				fromOtherEpoch = append(fromOtherEpoch, k.shard)
+			}
+		}
+		if token = page.GetContinue(); token == "" {
+			break
+		}
+	}
+	if len(fromOtherEpoch) > 0 {
+		s.peer.holdHome(ctx, s.m, s.listEpoch, fromOtherEpoch...)
+	}
+	return have, nil
+}
+
+// replaceable reports whether the local object c of shard is the peer's to
+// replace or delete, by the claims known now. An object written here by its
+// shard while this cache held its claim is, only once the shard's home
+// explicitly moved to the peer (a claim of a higher generation, moving.go).
+// A copy of the peer's is kept as it is while its shard's claim is unknown
+// or in conflict, and while the shard's home is this cache (adopted: the
+// shard's own push replaces the copies).
+func (s *stream) replaceable(c localCopy, shard string) bool {
+	home, followed := s.m.homeOf(shard)
+	if c.homeObject {
+		return followed && home == s.peer.name
+	}
+	return c.home == s.peer.name && followed && home != s.m.cfg.Self
 }
 
 // applyPeerObject writes the copy of the peer's object u here, or deletes
@@ -253,12 +305,20 @@ func (s *stream) deleteCopy(ctx context.Context, k copyKey, uid types.UID) error
 	return nil
 }
 
-// sameContent compares a stored copy with the desired one in what the
-// mirror controls: everything but the server's bookkeeping (resourceVersion,
-// generation, managed fields) and the home's resourceVersion, which moves
-// with every write at the home even when the copy would not change.
-func sameContent(stored, desired *unstructured.Unstructured) bool {
-	return reflect.DeepEqual(comparable(stored), comparable(desired))
+// contentOf is a digest of what the mirror controls in a copy: everything
+// but the server's bookkeeping (resourceVersion, generation, managed
+// fields) and the home's resourceVersion, which moves with every write at
+// the home even when the copy would not change. Two copies with the same
+// digest need no write; JSON encodes maps in key order, so equal content
+// has one encoding.
+func contentOf(u *unstructured.Unstructured) [sha256.Size]byte {
+	b, err := json.Marshal(comparable(u))
+	if err != nil {
+		// Unstructured content came from JSON; a value that cannot be
+		// encoded again never equals another, so the copy is written.
+		return sha256.Sum256([]byte(err.Error() + string(u.GetUID())))
+	}
+	return sha256.Sum256(b)
 }
 
 func comparable(u *unstructured.Unstructured) map[string]interface{} {

@@ -293,7 +293,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	// objects) must end the watch that follows it, not be missed.
 	relist := s.peer.relistChan()
 	asked := time.Now()
-	list, err := res.List(ctx, metav1.ListOptions{})
+	list, err := res.List(ctx, metav1.ListOptions{Limit: listPageSize})
 	if err != nil {
 		return false, fmt.Errorf("listing at the peer: %w", err)
 	}
@@ -304,7 +304,12 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 		return false, fmt.Errorf("the peer's list resourceVersion %q is not a revision: %w", list.GetResourceVersion(), err)
 	}
 	s.convergeBegins()
-	if err := s.converge(ctx, list.Items); err != nil {
+	more := func(ctx context.Context, token string) (*unstructured.UnstructuredList, error) {
+		// The continue token keeps the first page's revision: every page
+		// is of the same list.
+		return res.List(ctx, metav1.ListOptions{Limit: listPageSize, Continue: token})
+	}
+	if err := s.converge(ctx, list, more); err != nil {
 		return false, err
 	}
 	s.applyMu.Lock()
