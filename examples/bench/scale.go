@@ -395,6 +395,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		// it and a mirror (rows 11n–11s) takes their objects; without
 		// peers a name costs one etcd key of claims.
 		extra = append(extra, "--cache-name=home")
+		extra = append(extra, cfg.scaleServerArgs...)
 	}
 	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, nil, extra...)
 	if err != nil {
