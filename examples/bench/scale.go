@@ -756,13 +756,15 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 		r.Ratio = math.NaN()
 		r.Baseline = "not run"
 		if !ours.measured(letter) {
-			r.CacheValue, r.Cache, r.TargetOnValue = 0, ours.unmeasured(letter), false
+			r.CacheValue, r.Cache, r.Target, r.TargetOnValue = 0, ours.unmeasured(letter), nil, false
 		}
 		if kcp != nil {
 			if kcp.measured(letter) {
 				r.BaselineValue = get(kcp)
 				r.Baseline = "kcp's cache-server: " + format(get(kcp))
-				r.Ratio = ratio(r.CacheValue, r.BaselineValue)
+				if ours.measured(letter) {
+					r.Ratio = ratio(r.CacheValue, r.BaselineValue)
+				}
 			} else {
 				r.Baseline = "kcp's cache-server: " + kcp.unmeasured(letter)
 			}
