@@ -132,10 +132,9 @@ type scaleServer struct {
 // startScaleServer starts binary with the arguments kcp's
 // sharded-test-server gives kcp's cache server and extra, in a new root
 // directory, in a memory cgroup of its own when memoryLimit is positive.
-//
-// started, when not nil, receives the process as soon as it runs (so that a
-// caller can tell how it died if it never became ready).
-func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, started *scaleServer, extra ...string) (*scaleServer, error) {
+// It returns the server with start's error too, so that the caller can stop
+// it and tell how it died.
+func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, extra ...string) (*scaleServer, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
@@ -176,11 +175,7 @@ func startScaleServer(ctx context.Context, name, binary, root string, memoryLimi
 		TLSClientConfig: rest.TLSClientConfig{CertData: certPEM, KeyData: keyPEM},
 		Timeout:         2 * time.Minute,
 	})
-	err = s.start(ctx)
-	if started != nil {
-		*started = *s
-	}
-	return s, err
+	return s, s.start(ctx)
 }
 
 // start starts the process and waits until /readyz answers 200.
@@ -397,7 +392,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		extra = append(extra, "--cache-name=home")
 		extra = append(extra, cfg.scaleServerArgs...)
 	}
-	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, nil, extra...)
+	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, extra...)
 	if err != nil {
 		return nil, err
 	}

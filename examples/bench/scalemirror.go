@@ -50,37 +50,35 @@ type scaleMirrorResult struct {
 // against the copies). On failure, how says in a few words how the mirror
 // failed (killed for its memory limit, ...).
 func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, root string, emptyHeap, emptyRSS float64) (res *scaleMirrorResult, how string, err error) {
-	m := &scaleServer{}
-	res, err = scaleMirrorRun(ctx, cfg, home, l, root, emptyHeap, emptyRSS, m)
-	if err != nil && m.exited != nil {
-		return nil, "mirror " + m.how(), err
-	}
-	return res, "mirror failed (see the notes)", err
-}
-
-// scaleMirrorRun is scaleMirror; started receives the mirror's process once
-// it is started.
-func scaleMirrorRun(ctx context.Context, cfg config, home *scaleServer, l layout, root string, emptyHeap, emptyRSS float64, started *scaleServer) (*scaleMirrorResult, error) {
-	res := &scaleMirrorResult{}
-	var err error
+	how = "mirror failed (see the notes)"
+	res = &scaleMirrorResult{}
 	if res.copies, err = storedObjects(ctx, home); err != nil {
-		return nil, fmt.Errorf("counting the home's objects: %w", err)
+		return nil, how, fmt.Errorf("counting the home's objects: %w", err)
 	}
 	peerCfg, err := scalePeerConfig(home, "mirror")
 	if err != nil {
-		return nil, err
+		return nil, how, err
 	}
 	kubeconfig := filepath.Join(filepath.Dir(root), "mirror-reads-home.kubeconfig")
 	if err := server.WriteKubeconfig(kubeconfig, peerCfg); err != nil {
-		return nil, err
+		return nil, how, err
 	}
 	progress("scale: a mirror copies %d objects from the home", res.copies)
 	t0 := time.Now()
-	m, err := startScaleServer(ctx, "mirror", cfg.scaleServerBinary, root, cfg.scaleMemoryLimit, started, "--cache-name=mirror", "--peer=home="+kubeconfig)
-	if err != nil {
-		return nil, err
+	m, err := startScaleServer(ctx, "mirror", cfg.scaleServerBinary, root, cfg.scaleMemoryLimit, "--cache-name=mirror", "--peer=home="+kubeconfig)
+	if m != nil {
+		defer m.stop()
+		// Before the stop above: how the mirror failed, not how it was
+		// stopped.
+		defer func() {
+			if err != nil && m.exited != nil {
+				how = "mirror " + m.how()
+			}
+		}()
 	}
-	defer m.stop()
+	if err != nil {
+		return nil, how, err
+	}
 	last := int64(-1)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, cfg.phaseTimeout, true, func(ctx context.Context) (bool, error) {
 		select {
@@ -102,22 +100,22 @@ func scaleMirrorRun(ctx context.Context, cfg config, home *scaleServer, l layout
 		last = n
 		return n == res.copies, nil
 	}); err != nil {
-		return nil, fmt.Errorf("%d of %d objects copied: %w", last, res.copies, err)
+		return nil, how, fmt.Errorf("%d of %d objects copied: %w", last, res.copies, err)
 	}
 	res.firstSync = time.Since(t0)
 
 	heap, rss, err := m.settledMemory(ctx)
 	if err != nil {
-		return nil, err
+		return nil, how, err
 	}
 	res.heapPerCopy = (heap - emptyHeap) / float64(res.copies)
 	res.rssPerCopy = (float64(rss) - emptyRSS) / float64(res.copies)
 	res.rssRest = rss
 
 	if res.lagHome, res.lagMirror, err = scaleMirrorLag(ctx, home, m, l.scopeOf(0)); err != nil {
-		return nil, err
+		return nil, how, err
 	}
-	return res, nil
+	return res, "", nil
 }
 
 // scalePeerConfig is how cache name reads home: a client certificate of

@@ -165,12 +165,17 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 		for i := range page.Items {
 			u := &page.Items[i]
 			a := u.GetAnnotations()
-			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], homeObject: isHomeObject(u), epoch: a[kcpcache.AnnotationHomeEpoch], content: contentOf(u)}
+			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], homeObject: isHomeObject(u), epoch: a[kcpcache.AnnotationHomeEpoch]}
 			k := keyOf(u)
-			have[k] = c
-			if !c.homeObject && s.replaceable(c, k.shard) && c.epoch != "" && c.epoch != s.listEpoch {
-				fromOtherEpoch = append(fromOtherEpoch, k.shard)
+			if s.replaceable(c, k.shard) {
+				// Only what may be the peer's is compared: a digest left
+				// empty (a claim learnt later) costs a write, not a miss.
+				c.content = contentOf(u)
+				if !c.homeObject && c.epoch != "" && c.epoch != s.listEpoch {
+					fromOtherEpoch = append(fromOtherEpoch, k.shard)
+				}
 			}
+			have[k] = c
 		}
 		if token = page.GetContinue(); token == "" {
 			break
