@@ -146,7 +146,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.scaleServerBinary, "scale-server-binary", "", "our cache-server binary for the scale phase (CGO_ENABLED=0 go build -o /tmp/kcp-cache-server ./examples/cache-server)")
 	fs.StringVar(&c.kcpCacheServer, "kcp-cache-server", "", "kcp's cache-server binary, measured beside ours in the scale phase (built from kcp's ./cmd/cache-server)")
 	memoryLimit := fs.String("scale-memory-limit", "", "a memory limit (e.g. 6Gi) for each server process of the scale phase, in a memory cgroup of its own, so that a server that outgrows it is killed alone and its rows say so")
-	serverArgs := fs.String("scale-server-args", "", "more arguments for our server in the scale phase, comma-separated (e.g. --profiler-address=127.0.0.1:6060, to take heap profiles by hand)")
+	serverArgs := fs.String("scale-server-args", "", "more arguments for our server in the scale phase, comma-separated (e.g. --max-list-objects-in-flight=0); the phase gives it --profiler-address itself, to measure its live heap")
 	skip := fs.String("scale-skip", "", "servers the scale phase leaves out: ours, kcp (e.g. to measure kcp's cache-server at one size alone)")
 	fs.BoolVar(&c.scaleMirror, "scale-mirror", true, "measure a mirror of our server at each size in the scale phase (rows 11n-11s)")
 	fs.Func("server-flag", "a flag of the cache server under test, as --name=value (repeatable), e.g. -server-flag=--max-list-objects-in-flight=0", func(v string) error {

@@ -127,14 +127,20 @@ type scaleServer struct {
 	// limit confines the process's memory; nil without
 	// -scale-memory-limit.
 	limit *memoryLimit
+	// profiler and profilerHost reach Go's profiles on
+	// --profiler-address (plain HTTP); nil for a server that serves them
+	// on its secure port.
+	profiler     *http.Client
+	profilerHost string
 }
 
 // startScaleServer starts binary with the arguments kcp's
 // sharded-test-server gives kcp's cache server and extra, in a new root
-// directory, in a memory cgroup of its own when memoryLimit is positive.
+// directory, in a memory cgroup of its own when memoryLimit is positive,
+// and with --profiler-address on a port of its own when profiler is true.
 // It returns the server with start's error too, so that the caller can stop
 // it and tell how it died.
-func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, extra ...string) (*scaleServer, error) {
+func startScaleServer(ctx context.Context, name, binary, root string, memoryLimit int64, profiler bool, extra ...string) (*scaleServer, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, err
 	}
@@ -161,6 +167,15 @@ func startScaleServer(ctx context.Context, name, binary, root string, memoryLimi
 		fmt.Sprintf("--embedded-etcd-client-port=%d", portsUsed[1]),
 		fmt.Sprintf("--embedded-etcd-peer-port=%d", portsUsed[2]),
 	}, extra...)}
+	if profiler {
+		port, err := ports.Reserve()
+		if err != nil {
+			return nil, err
+		}
+		s.profilerHost = fmt.Sprintf("http://127.0.0.1:%d", port)
+		s.profiler = &http.Client{Timeout: 2 * time.Minute}
+		s.args = append(s.args, fmt.Sprintf("--profiler-address=127.0.0.1:%d", port))
+	}
 	if memoryLimit > 0 {
 		if s.limit, err = newMemoryLimit(fmt.Sprintf("kcp-cache-bench-%d-%s", os.Getpid(), name), memoryLimit); err != nil {
 			return nil, err
@@ -256,42 +271,61 @@ func (s *scaleServer) rss() (uint64, error) {
 	return parseProcStatus(b)["VmRSS"], nil
 }
 
-// heap is go_memstats_heap_inuse_bytes from the server's /metrics.
+// heap is the server's live heap: the HeapAlloc that Go's heap profile
+// reports right after the collection it forces (?gc=1), so that the figure
+// does not depend on how much garbage the last collection happened to leave
+// (net/http/pprof runs runtime.GC before writing a heap profile with gc=1;
+// debug=1 appends runtime.MemStats as "# HeapAlloc = N" lines). Ours serves
+// the profile on --profiler-address, kcp's cache-server on its secure port:
+// upstream's genericapiserver installs /debug/pprof there by default, and
+// kcp's shard filter (WithShardScope in kcp's pkg/cache/server) answers 400
+// to that path unless it comes under a /shards/<name>/ prefix, which it
+// strips before the mux.
 func (s *scaleServer) heap(ctx context.Context) (float64, error) {
-	client, err := rest.HTTPClientFor(s.cfg)
+	hc, url := s.profiler, kcpcache.JoinHostPath(s.profilerHost, "/debug/pprof/heap")
+	if hc == nil {
+		var err error
+		if hc, err = rest.HTTPClientFor(s.cfg); err != nil {
+			return 0, err
+		}
+		url = kcpcache.JoinHostPath(s.cfg.Host, "/shards/any/debug/pprof/heap")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?gc=1&debug=1", nil)
 	if err != nil {
 		return 0, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(s.cfg.Host, "/metrics"), nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = resp.Body.Close() }()
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return 0, err
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s: heap profile: %s", s.name, resp.Status)
 	}
-	for _, line := range strings.Split(buf.String(), "\n") {
-		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
 			return strconv.ParseFloat(strings.TrimSpace(v), 64)
 		}
 	}
-	return 0, fmt.Errorf("%s: /metrics has no go_memstats_heap_inuse_bytes", s.name)
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("%s: the heap profile has no HeapAlloc", s.name)
 }
 
-// settledMemory measures heap and RSS after a pause for the collector.
+// settledMemory measures the live heap (forcing a collection) and then,
+// after a pause in which the runtime may return what the collection freed,
+// the RSS.
 func (s *scaleServer) settledMemory(ctx context.Context) (heap float64, rss uint64, err error) {
+	if heap, err = s.heap(ctx); err != nil {
+		return 0, 0, err
+	}
 	select {
 	case <-ctx.Done():
 		return 0, 0, ctx.Err()
 	case <-time.After(5 * time.Second):
-	}
-	if heap, err = s.heap(ctx); err != nil {
-		return 0, 0, err
 	}
 	rss, err = s.rss()
 	return heap, rss, err
@@ -348,6 +382,7 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 	if cfg.kcpCacheServer != "" && !cfg.scaleSkip["kcp"] {
 		servers = append(servers, struct{ name, binary string }{"kcp", cfg.kcpCacheServer})
 	}
+	all := map[string][]*scaleResult{}
 	for _, n := range cfg.scaleSizes {
 		results := map[string]*scaleResult{}
 		for _, srv := range servers {
@@ -371,7 +406,11 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 			results["ours"] = &scaleResult{failedFrom: "a", failedHow: "not run", listOverEtcd: math.NaN()}
 		}
 		addScaleRows(rep, n, results["ours"], results["kcp"])
+		for name, res := range results {
+			all[name] = append(all[name], res)
+		}
 	}
+	addScaleGrowthRows(rep, cfg.scaleSizes, all["ours"], all["kcp"])
 	return nil
 }
 
@@ -392,7 +431,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		extra = append(extra, "--cache-name=home")
 		extra = append(extra, cfg.scaleServerArgs...)
 	}
-	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, extra...)
+	s, err := startScaleServer(ctx, name, binary, filepath.Join(root, "server"), cfg.scaleMemoryLimit, name == "ours", extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -775,7 +814,7 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 	add("a", "load through the API", "s", func(r *scaleResult) float64 { return d(r.load) }, secs, nil)
 	add("b", "restart (SIGKILL) to /readyz 200", "s", func(r *scaleResult) float64 { return d(r.ready) }, secs, &target{Text: "≤ 60 s", AtMost: true, Bound: 60})
 	add("c", "restart to every type listable", "s", func(r *scaleResult) float64 { return d(r.filled) }, secs, nil)
-	add("d", "heap per object at rest", "bytes", func(r *scaleResult) float64 { return r.heapPerObject }, bytesf, nil)
+	add("d", "live heap per object at rest", "bytes", func(r *scaleResult) float64 { return r.heapPerObject }, bytesf, nil)
 	add("e", "RSS per object at rest", "bytes", func(r *scaleResult) float64 { return r.rssPerObj }, bytesf, nil)
 	add("f", "*/* LIST of "+scaleMix[0].gvr.Resource+", consistent, p50", "ms", func(r *scaleResult) float64 { return m(r.listConsistent.P50) }, msf, nil)
 	add("g", "*/* LIST of "+scaleMix[0].gvr.Resource+", resourceVersion=0, p50", "ms", func(r *scaleResult) float64 { return m(r.listCached.P50) }, msf, nil)
@@ -786,6 +825,42 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 	add("l", "watch fan-out to every informer, p99", "ms", func(r *scaleResult) float64 { return m(r.fanOut.P99) }, msf, nil)
 	add("m", "*/* LIST of "+scaleMix[0].gvr.Resource+", consistent, body read p50 ÷ raw etcd range p50", "ratio", func(r *scaleResult) float64 { return r.listOverEtcd }, num, &target{Text: "≤ 1.5", AtMost: true, Bound: 1.5})
 	addScaleMirrorRows(rep, n, ours)
+}
+
+// addScaleGrowthRows adds the rows that compare the sizes: the largest
+// per-object heap and RSS at rest ÷ the smallest, over every size the
+// server measured (the issue's "within 15% from the smallest to the
+// largest size"). A server with fewer than two sizes measured has none.
+func addScaleGrowthRows(rep *report, sizes []int, ours, kcp []*scaleResult) {
+	spread := func(results []*scaleResult, letter string, get func(*scaleResult) float64) (float64, bool) {
+		lo, hi, k := math.Inf(1), math.Inf(-1), 0
+		for _, r := range results {
+			if r == nil || !r.measured(letter) {
+				continue
+			}
+			lo, hi, k = min(lo, get(r)), max(hi, get(r)), k+1
+		}
+		return hi / lo, k >= 2 && lo > 0
+	}
+	sizeText := make([]string, len(sizes))
+	for i, n := range sizes {
+		sizeText[i] = thousands(n)
+	}
+	add := func(id, letter, what string, get func(*scaleResult) float64) {
+		v, ok := spread(ours, letter, get)
+		if !ok {
+			return
+		}
+		r := &row{ID: id, Metric: fmt.Sprintf("%s per object at rest, largest ÷ smallest of %s objects", what, strings.Join(sizeText, ", ")), Unit: "ratio",
+			CacheValue: v, Cache: fmt.Sprintf("%.2f", v), Baseline: "not run", Ratio: math.NaN(),
+			Target: &target{Text: "≤ 1.15", AtMost: true, Bound: 1.15}, TargetOnValue: true}
+		if b, ok := spread(kcp, letter, get); ok {
+			r.BaselineValue, r.Baseline = b, fmt.Sprintf("kcp's cache-server: %.2f", b)
+		}
+		rep.add(r)
+	}
+	add("11t", "d", "heap", func(r *scaleResult) float64 { return r.heapPerObject })
+	add("11u", "e", "RSS", func(r *scaleResult) float64 { return r.rssPerObj })
 }
 
 // unmeasured is what a row the server did not measure says instead of a

@@ -65,7 +65,7 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	}
 	progress("scale: a mirror copies %d objects from the home", res.copies)
 	t0 := time.Now()
-	m, err := startScaleServer(ctx, "mirror", cfg.scaleServerBinary, root, cfg.scaleMemoryLimit, "--cache-name=mirror", "--peer=home="+kubeconfig)
+	m, err := startScaleServer(ctx, "mirror", cfg.scaleServerBinary, root, cfg.scaleMemoryLimit, true, "--cache-name=mirror", "--peer=home="+kubeconfig)
 	if m != nil {
 		defer m.stop()
 		// Before the stop above: how the mirror failed, not how it was
