@@ -6,7 +6,7 @@
 #
 # It needs what CI lacks: a kcp source tree (KCP_DIR; e.g. the v0.32.3 tag, extracted from the
 # repository github.com/kcp-dev/kcp) to build kcp's cache-server from, root (for the memory
-# cgroups), and about an hour and a half on 2 cores at the default sizes.
+# cgroups), and about an hour on 2 cores at the default sizes.
 #
 #   hack/scale.sh /path/to/kcp
 #   SIZES=10000,50000 hack/scale.sh /path/to/kcp        # other sizes

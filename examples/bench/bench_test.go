@@ -352,10 +352,11 @@ func TestRegionsFlags(t *testing.T) {
 	}
 }
 
-// Rows sort by their ID's number first: the regions' 10a..10e follow 9d.
+// Rows sort by their ID's number first: the regions' 10a..10e follow 9d;
+// the scale phase's by size, then letter, the rows across sizes last.
 func TestRowsSortByIDNumber(t *testing.T) {
 	r := &report{}
-	for _, id := range []string{"10b", "2a", "9d", "10a", "1b", "7a", "1a"} {
+	for _, id := range []string{"11t", "11b-250000", "10b", "11a-50000", "2a", "9d", "11b-50000", "10a", "1b", "11a-250000", "7a", "1a"} {
 		r.Rows = append(r.Rows, &row{ID: id})
 	}
 	r.sortRows()
@@ -363,7 +364,7 @@ func TestRowsSortByIDNumber(t *testing.T) {
 	for _, x := range r.Rows {
 		got = append(got, x.ID)
 	}
-	if want := []string{"1a", "1b", "2a", "7a", "9d", "10a", "10b"}; !slices.Equal(got, want) {
+	if want := []string{"1a", "1b", "2a", "7a", "9d", "10a", "10b", "11a-50000", "11b-50000", "11a-250000", "11b-250000", "11t"}; !slices.Equal(got, want) {
 		t.Errorf("sorted IDs = %v, want %v", got, want)
 	}
 }

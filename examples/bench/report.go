@@ -113,18 +113,29 @@ func (r *report) sortRows() {
 // rowIDLess orders IDs such as "9d" and "10a" by their leading number
 // first, so that 10a follows 9d.
 func rowIDLess(a, b string) bool {
-	na, ra := splitRowID(a)
-	nb, rb := splitRowID(b)
+	na, ra, sa := splitRowID(a)
+	nb, rb, sb := splitRowID(b)
 	if na != nb {
 		return na < nb
+	}
+	if sa != sb {
+		return sa < sb
 	}
 	return ra < rb
 }
 
-func splitRowID(id string) (int, string) {
+// splitRowID splits "11d-50000" into 11, "d" and 50000: the scale phase's
+// rows carry the size they measured, and read best size by size. A row
+// without a size sorts after those with one.
+func splitRowID(id string) (number int, letters string, size int) {
 	digits := len(id) - len(strings.TrimLeft(id, "0123456789"))
-	n, _ := strconv.Atoi(id[:digits])
-	return n, id[digits:]
+	number, _ = strconv.Atoi(id[:digits])
+	letters, sizeText, ok := strings.Cut(id[digits:], "-")
+	size = math.MaxInt
+	if n, err := strconv.Atoi(sizeText); ok && err == nil {
+		size = n
+	}
+	return number, letters, size
 }
 
 func (r *report) writeJSON(w io.Writer) error {

@@ -264,77 +264,106 @@ func (s *scaleServer) how() string {
 
 // rss is the process's resident set, in bytes.
 func (s *scaleServer) rss() (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	return parseProcStatus(b)["VmRSS"], nil
+	status, err := s.procStatus()
+	return status["VmRSS"], err
 }
 
-// heap is the server's live heap: the HeapAlloc that Go's heap profile
-// reports right after the collection it forces (?gc=1), so that the figure
-// does not depend on how much garbage the last collection happened to leave
-// (net/http/pprof runs runtime.GC before writing a heap profile with gc=1;
-// debug=1 appends runtime.MemStats as "# HeapAlloc = N" lines). Ours serves
+// procStatus is the process's /proc status, its sizes in bytes.
+func (s *scaleServer) procStatus() (map[string]uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return nil, err
+	}
+	return parseProcStatus(b), nil
+}
+
+// memStats is the server's runtime.MemStats right after a collection it
+// forces: the HeapAlloc of Go's heap profile with ?gc=1 is the live heap,
+// and does not depend on how much garbage the last collection happened to
+// leave (net/http/pprof runs runtime.GC before writing a heap profile with
+// gc=1; debug=1 appends runtime.MemStats as "# Name = N" lines). The figure
+// is the same for kcp's cache-server, whatever its collector did. Ours serves
 // the profile on --profiler-address, kcp's cache-server on its secure port:
 // upstream's genericapiserver installs /debug/pprof there by default, and
 // kcp's shard filter (WithShardScope in kcp's pkg/cache/server) answers 400
 // to that path unless it comes under a /shards/<name>/ prefix, which it
 // strips before the mux.
-func (s *scaleServer) heap(ctx context.Context) (float64, error) {
+func (s *scaleServer) memStats(ctx context.Context) (map[string]float64, error) {
 	hc, url := s.profiler, kcpcache.JoinHostPath(s.profilerHost, "/debug/pprof/heap")
 	if hc == nil {
 		var err error
 		if hc, err = rest.HTTPClientFor(s.cfg); err != nil {
-			return 0, err
+			return nil, err
 		}
 		url = kcpcache.JoinHostPath(s.cfg.Host, "/shards/any/debug/pprof/heap")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?gc=1&debug=1", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s: heap profile: %s", s.name, resp.Status)
+		return nil, fmt.Errorf("%s: heap profile: %s", s.name, resp.Status)
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	stats := map[string]float64{}
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		name, value, ok := strings.Cut(strings.TrimPrefix(sc.Text(), "# "), " = ")
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			stats[name] = v
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return 0, fmt.Errorf("%s: the heap profile has no HeapAlloc", s.name)
+	if _, ok := stats["HeapAlloc"]; !ok {
+		return nil, fmt.Errorf("%s: the heap profile has no HeapAlloc", s.name)
+	}
+	return stats, nil
 }
 
 // settledMemory measures the live heap (forcing a collection) and then,
 // after a pause in which the runtime may return what the collection freed,
-// the RSS.
-func (s *scaleServer) settledMemory(ctx context.Context) (heap float64, rss uint64, err error) {
-	if heap, err = s.heap(ctx); err != nil {
-		return 0, 0, err
+// the RSS. It also says in a line where the RSS is: anonymous and
+// file-backed (the embedded etcd's bbolt file is mapped into the process),
+// and how much of the heap's address space the runtime holds idle or has
+// returned.
+func (s *scaleServer) settledMemory(ctx context.Context) (heap float64, rss uint64, breakdown string, err error) {
+	stats, err := s.memStats(ctx)
+	if err != nil {
+		return 0, 0, "", err
 	}
 	select {
 	case <-ctx.Done():
-		return 0, 0, ctx.Err()
+		return 0, 0, "", ctx.Err()
 	case <-time.After(5 * time.Second):
 	}
-	rss, err = s.rss()
-	return heap, rss, err
+	status, err := s.procStatus()
+	if err != nil {
+		return 0, 0, "", err
+	}
+	mib := func(v float64) string { return fmt.Sprintf("%.0f MiB", v/(1<<20)) }
+	breakdown = fmt.Sprintf("RSS %s (anonymous %s, file-backed %s); Go heap after a forced collection: live %s, in-use spans %s, idle %s of which returned %s; next collection at %s; runtime total %s",
+		mib(float64(status["VmRSS"])), mib(float64(status["RssAnon"])), mib(float64(status["RssFile"]+status["RssShmem"])),
+		mib(stats["HeapAlloc"]), mib(stats["HeapInuse"]), mib(stats["HeapIdle"]), mib(stats["HeapReleased"]), mib(stats["NextGC"]), mib(stats["Sys"]))
+	return stats["HeapAlloc"], status["VmRSS"], breakdown, nil
 }
 
 // scaleResult is what one server measured at one size.
 type scaleResult struct {
-	load, ready, filled        time.Duration
-	heapPerObject, rssPerObj   float64
+	load, ready, filled      time.Duration
+	heapPerObject, rssPerObj float64
+	// memory says where the memory of rows 11d and 11e is, empty and
+	// loaded, for the notes.
+	memory                     string
 	listConsistent, listCached summary
 	burstSynced                time.Duration
 	burstGets                  summary
@@ -395,6 +424,9 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 			if math.IsNaN(res.listOverEtcd) && res.listOverEtcdWhy != "" {
 				rep.note("scale: %s at %d objects: row 11m not measured: %s", srv.name, n, res.listOverEtcdWhy)
 			}
+			if res.memory != "" {
+				rep.note("scale: %s at %d objects: %s", srv.name, n, res.memory)
+			}
 			if res.failedFrom != "" {
 				rep.note("scale: %s at %d objects failed from row 11%s on (%s): %s", srv.name, n, res.failedFrom, res.failedHow, res.failure)
 			}
@@ -440,7 +472,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	if err != nil {
 		return nil, err
 	}
-	emptyHeap, emptyRSS, err := s.settledMemory(ctx)
+	emptyHeap, emptyRSS, emptyMemory, err := s.settledMemory(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -457,10 +489,11 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	}
 	res.load = time.Since(started)
 
-	heap, rss, err := s.settledMemory(ctx)
+	heap, rss, loadedMemory, err := s.settledMemory(ctx)
 	if err != nil {
 		return fail("d", err)
 	}
+	res.memory = fmt.Sprintf("empty: %s; loaded: %s", emptyMemory, loadedMemory)
 	res.heapPerObject = (heap - emptyHeap) / float64(n)
 	res.rssPerObj = (float64(rss) - float64(emptyRSS)) / float64(n)
 
@@ -507,7 +540,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 
 	res.listOverEtcd, res.listOverEtcdWhy = scaleListOverEtcd(ctx, cfg, s, n)
 
-	_, restRSS, err := s.settledMemory(ctx)
+	_, restRSS, _, err := s.settledMemory(ctx)
 	if err != nil {
 		return fail("h", err)
 	}
@@ -859,7 +892,7 @@ func addScaleGrowthRows(rep *report, sizes []int, ours, kcp []*scaleResult) {
 		}
 		rep.add(r)
 	}
-	add("11t", "d", "heap", func(r *scaleResult) float64 { return r.heapPerObject })
+	add("11t", "d", "live heap", func(r *scaleResult) float64 { return r.heapPerObject })
 	add("11u", "e", "RSS", func(r *scaleResult) float64 { return r.rssPerObj })
 }
 

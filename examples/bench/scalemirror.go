@@ -104,7 +104,7 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	}
 	res.firstSync = time.Since(t0)
 
-	heap, rss, err := m.settledMemory(ctx)
+	heap, rss, _, err := m.settledMemory(ctx)
 	if err != nil {
 		return nil, how, err
 	}
