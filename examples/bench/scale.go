@@ -330,31 +330,44 @@ func (s *scaleServer) memStats(ctx context.Context) (map[string]float64, error) 
 	return stats, nil
 }
 
+// memorySample is a server's memory at one moment: its runtime.MemStats
+// right after a forced collection and its /proc status a pause later.
+type memorySample struct {
+	stats  map[string]float64
+	status map[string]uint64
+}
+
+// heap is the live heap, in bytes.
+func (m memorySample) heap() float64 { return m.stats["HeapAlloc"] }
+
+// rss is the resident set, in bytes.
+func (m memorySample) rss() float64 { return float64(m.status["VmRSS"]) }
+
+// String says in a line where the RSS is: anonymous or file-backed (the
+// embedded etcd's bbolt file is mapped into the process), and how much of
+// the heap's address space the runtime holds idle or has returned.
+func (m memorySample) String() string {
+	mib := func(v float64) string { return fmt.Sprintf("%.0f MiB", v/(1<<20)) }
+	return fmt.Sprintf("RSS %s (anonymous %s, file-backed %s); Go heap after a forced collection: live %s, in-use spans %s, idle %s of which returned %s; next collection at %s; runtime total %s",
+		mib(m.rss()), mib(float64(m.status["RssAnon"])), mib(float64(m.status["RssFile"]+m.status["RssShmem"])),
+		mib(m.heap()), mib(m.stats["HeapInuse"]), mib(m.stats["HeapIdle"]), mib(m.stats["HeapReleased"]), mib(m.stats["NextGC"]), mib(m.stats["Sys"]))
+}
+
 // settledMemory measures the live heap (forcing a collection) and then,
 // after a pause in which the runtime may return what the collection freed,
-// the RSS. It also says in a line where the RSS is: anonymous and
-// file-backed (the embedded etcd's bbolt file is mapped into the process),
-// and how much of the heap's address space the runtime holds idle or has
-// returned.
-func (s *scaleServer) settledMemory(ctx context.Context) (heap float64, rss uint64, breakdown string, err error) {
+// the RSS.
+func (s *scaleServer) settledMemory(ctx context.Context) (memorySample, error) {
 	stats, err := s.memStats(ctx)
 	if err != nil {
-		return 0, 0, "", err
+		return memorySample{}, err
 	}
 	select {
 	case <-ctx.Done():
-		return 0, 0, "", ctx.Err()
+		return memorySample{}, ctx.Err()
 	case <-time.After(5 * time.Second):
 	}
 	status, err := s.procStatus()
-	if err != nil {
-		return 0, 0, "", err
-	}
-	mib := func(v float64) string { return fmt.Sprintf("%.0f MiB", v/(1<<20)) }
-	breakdown = fmt.Sprintf("RSS %s (anonymous %s, file-backed %s); Go heap after a forced collection: live %s, in-use spans %s, idle %s of which returned %s; next collection at %s; runtime total %s",
-		mib(float64(status["VmRSS"])), mib(float64(status["RssAnon"])), mib(float64(status["RssFile"]+status["RssShmem"])),
-		mib(stats["HeapAlloc"]), mib(stats["HeapInuse"]), mib(stats["HeapIdle"]), mib(stats["HeapReleased"]), mib(stats["NextGC"]), mib(stats["Sys"]))
-	return stats["HeapAlloc"], status["VmRSS"], breakdown, nil
+	return memorySample{stats: stats, status: status}, err
 }
 
 // scaleResult is what one server measured at one size.
@@ -472,7 +485,7 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	if err != nil {
 		return nil, err
 	}
-	emptyHeap, emptyRSS, emptyMemory, err := s.settledMemory(ctx)
+	empty, err := s.settledMemory(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -489,13 +502,13 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	}
 	res.load = time.Since(started)
 
-	heap, rss, loadedMemory, err := s.settledMemory(ctx)
+	loaded, err := s.settledMemory(ctx)
 	if err != nil {
 		return fail("d", err)
 	}
-	res.memory = fmt.Sprintf("empty: %s; loaded: %s", emptyMemory, loadedMemory)
-	res.heapPerObject = (heap - emptyHeap) / float64(n)
-	res.rssPerObj = (float64(rss) - float64(emptyRSS)) / float64(n)
+	res.memory = fmt.Sprintf("empty: %s; loaded: %s", empty, loaded)
+	res.heapPerObject = (loaded.heap() - empty.heap()) / float64(n)
+	res.rssPerObj = (loaded.rss() - empty.rss()) / float64(n)
 
 	// Restart: SIGKILL, start on the same data, first /readyz 200, then
 	// every type answers a consistent */* list (a watch cache still
@@ -540,15 +553,15 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 
 	res.listOverEtcd, res.listOverEtcdWhy = scaleListOverEtcd(ctx, cfg, s, n)
 
-	_, restRSS, _, err := s.settledMemory(ctx)
+	rest, err := s.settledMemory(ctx)
 	if err != nil {
 		return fail("h", err)
 	}
-	if err := scaleBurst(ctx, cfg, s, l, n, float64(restRSS), res); err != nil {
+	if err := scaleBurst(ctx, cfg, s, l, n, rest.rss(), res); err != nil {
 		return fail("h", err)
 	}
 	if name == "ours" && cfg.scaleMirror {
-		m, how, err := scaleMirror(ctx, cfg, s, l, filepath.Join(root, "mirror"), emptyHeap, float64(emptyRSS))
+		m, how, err := scaleMirror(ctx, cfg, s, l, filepath.Join(root, "mirror"), empty)
 		if err != nil {
 			res.failedFrom, res.failure, res.failedHow = "n", "mirror: "+err.Error(), how
 			return res, nil

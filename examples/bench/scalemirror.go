@@ -49,7 +49,7 @@ type scaleMirrorResult struct {
 // binary; the mirror's streams add a few megabytes, which this counts
 // against the copies). On failure, how says in a few words how the mirror
 // failed (killed for its memory limit, ...).
-func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, root string, emptyHeap, emptyRSS float64) (res *scaleMirrorResult, how string, err error) {
+func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, root string, empty memorySample) (res *scaleMirrorResult, how string, err error) {
 	how = "mirror failed (see the notes)"
 	res = &scaleMirrorResult{}
 	if res.copies, err = storedObjects(ctx, home); err != nil {
@@ -104,13 +104,13 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	}
 	res.firstSync = time.Since(t0)
 
-	heap, rss, _, err := m.settledMemory(ctx)
+	settled, err := m.settledMemory(ctx)
 	if err != nil {
 		return nil, how, err
 	}
-	res.heapPerCopy = (heap - emptyHeap) / float64(res.copies)
-	res.rssPerCopy = (float64(rss) - emptyRSS) / float64(res.copies)
-	res.rssRest = rss
+	res.heapPerCopy = (settled.heap() - empty.heap()) / float64(res.copies)
+	res.rssPerCopy = (settled.rss() - empty.rss()) / float64(res.copies)
+	res.rssRest = settled.status["VmRSS"]
 
 	if res.lagHome, res.lagMirror, err = scaleMirrorLag(ctx, home, m, l.scopeOf(0)); err != nil {
 		return nil, how, err
