@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strconv"
@@ -30,6 +31,14 @@ const (
 	// backup); its mirrors keep such copies until the shard has converged
 	// its partition at the home again (its heartbeat says so).
 	AnnotationHomeEpoch = "cache.kcp.io/home-epoch"
+
+	// CopyBookkeepingHeader, sent with the value "keep" on a read, asks a
+	// cache to serve its copies with the three annotations above. Without
+	// it a reader other than a peer cache or the server itself is served a
+	// copy as its home serves the object (HidesCopyBookkeeping): kcp serves
+	// what it reads from the cache to its own users, who must not see a
+	// mirror's bookkeeping.
+	CopyBookkeepingHeader = "Kcp-Cache-Copy-Bookkeeping"
 
 	// CacheNameHeader names the cache that answered, on every response of a
 	// cache that has a name (--cache-name).
@@ -214,4 +223,22 @@ func FormatFreshnessAges(ages map[string]time.Duration) string {
 		parts = append(parts, fmt.Sprintf("%s=%.3f", n, ages[n].Seconds()))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// CopyBookkeeping are the annotations a mirror keeps on its copies.
+var CopyBookkeeping = []string{AnnotationHome, AnnotationHomeResourceVersion, AnnotationHomeEpoch}
+
+var hideBookkeepingKey = NewContextKey[bool]("hide copy bookkeeping")
+
+// WithoutCopyBookkeeping returns a context whose reads are answered without
+// CopyBookkeeping: copies served as their home serves them.
+func WithoutCopyBookkeeping(ctx context.Context) context.Context {
+	return hideBookkeepingKey.With(ctx, true)
+}
+
+// HidesCopyBookkeeping reports whether reads in ctx are answered without
+// CopyBookkeeping.
+func HidesCopyBookkeeping(ctx context.Context) bool {
+	hide, _ := hideBookkeepingKey.From(ctx)
+	return hide
 }

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -38,6 +39,48 @@ func dyn(t *testing.T, srv *cachetest.Server, shard, cluster string) *dynamic.Dy
 	}
 	return c
 }
+
+// dynBookkeeping is dyn for a reader that asks for the copies' bookkeeping
+// (kcpcache.CopyBookkeepingHeader): where each copy came from.
+func dynBookkeeping(t *testing.T, srv *cachetest.Server, shard, cluster string) *dynamic.DynamicClient {
+	t.Helper()
+	cfg := srv.ScopedConfig(shard, cluster)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			req.Header.Set(kcpcache.CopyBookkeepingHeader, "keep")
+			return rt.RoundTrip(req)
+		})
+	})
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// objectDiffButResourceVersion says how a and b differ, their
+// resourceVersions aside: "" when they are equal. Both are encoded as JSON
+// (maps in key order), so the comparison is byte for byte of the encoding.
+func objectDiffButResourceVersion(a, b *unstructured.Unstructured) string {
+	enc := func(u *unstructured.Unstructured) string {
+		c := u.DeepCopy()
+		c.SetResourceVersion("")
+		out, err := json.Marshal(c.Object)
+		if err != nil {
+			return err.Error()
+		}
+		return string(out)
+	}
+	if ea, eb := enc(a), enc(b); ea != eb {
+		return fmt.Sprintf("\n%s\n%s", ea, eb)
+	}
+	return ""
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 func newObject(gvr schema.GroupVersionResource, kind, namespace, name string, spec map[string]interface{}) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{Object: map[string]interface{}{

@@ -52,7 +52,7 @@ func (r *region) homesTable(ctx context.Context, t *testing.T, shard string) (kc
 // items reads shard's partition at r: consistently, or the local copy with
 // resourceVersion "0".
 func (r *region) items(ctx context.Context, t *testing.T, shard, resourceVersion string) ([]unstructured.Unstructured, error) {
-	list, err := dyn(t, r.srv, shard, kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{ResourceVersion: resourceVersion})
+	list, err := dynBookkeeping(t, r.srv, shard, kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{ResourceVersion: resourceVersion})
 	if err != nil {
 		return nil, err
 	}

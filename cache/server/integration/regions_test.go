@@ -173,7 +173,7 @@ func TestRegionsMirrorEachOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copyAtA, err := dyn(t, a.srv, "s-c", "root").Resource(apiExports).Get(ctx, "one", metav1.GetOptions{})
+	copyAtA, err := dynBookkeeping(t, a.srv, "s-c", "root").Resource(apiExports).Get(ctx, "one", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,6 +181,19 @@ func TestRegionsMirrorEachOther(t *testing.T) {
 		copyAtA.GetAnnotations()[kcpcache.AnnotationHomeResourceVersion] != home.GetResourceVersion() {
 		t.Fatalf("copy at a: uid %s home %q home-rv %q; home object uid %s rv %s", copyAtA.GetUID(),
 			copyAtA.GetAnnotations()[kcpcache.AnnotationHome], copyAtA.GetAnnotations()[kcpcache.AnnotationHomeResourceVersion], home.GetUID(), home.GetResourceVersion())
+	}
+	// A reader that is not a peer gets the copy as the home serves the
+	// object: the same members, labels and annotations, every value equal,
+	// but for its resourceVersion (a revision of the mirror's own etcd).
+	plainAtA, err := dyn(t, a.srv, "s-c", "root").Resource(apiExports).Get(ctx, "one", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := objectDiffButResourceVersion(home, plainAtA); diff != "" {
+		t.Fatalf("the copy at a, as a kcp shard reads it, differs from the home's object: %s", diff)
+	}
+	if diff := objectDiffButResourceVersion(home, copyAtA); diff == "" {
+		t.Fatal("the copy read with its bookkeeping equals the home's object: the comparison cannot fail")
 	}
 
 	// A shard writes only at its home.
@@ -548,7 +561,7 @@ func TestShardMovesHome(t *testing.T) {
 	}
 	// read returns the shard's partition at r (consistent), as name=v@home.
 	read := func(ctx context.Context, r *region) ([]string, error) {
-		list, err := dyn(t, r.srv, "s", kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
+		list, err := dynBookkeeping(t, r.srv, "s", kcpcache.Wildcard).Resource(apiExports).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -26,13 +26,26 @@ func keyOf(u *unstructured.Unstructured) copyKey {
 	return copyKey{a[kcpcache.AnnotationShard], a[kcpcache.AnnotationCluster], u.GetNamespace(), u.GetName()}
 }
 
-// isHomeObject reports whether the peer holds u as its home: written there
-// by its shard, not mirrored, and not the peer's own system data.
+// isHomeObject reports whether u is held as its home by the cache it was
+// read at: written there by its shard, not mirrored, and not that cache's
+// own system data.
 func isHomeObject(u *unstructured.Unstructured) bool {
+	return u.GetAnnotations()[kcpcache.AnnotationHome] == "" && inPartition(u)
+}
+
+// inPartition reports whether u is in a shard's partition, not a cache's
+// own system data.
+func inPartition(u *unstructured.Unstructured) bool {
 	a := u.GetAnnotations()
 	shard := a[kcpcache.AnnotationShard]
-	return a[kcpcache.AnnotationHome] == "" && shard != "" && shard != kcpcache.SystemShard && a[kcpcache.AnnotationCluster] != ""
+	return shard != "" && shard != kcpcache.SystemShard && a[kcpcache.AnnotationCluster] != ""
 }
+
+// A peer's objects of a shard are the shard's state when the peer holds the
+// shard's claim, whether the peer holds them as written there or, right
+// after it adopted the shard, as the copies it mirrored before (moving.go):
+// the claim says whose they are, not the objects' annotations. So a home
+// move replaces copies in place and never removes what the new home holds.
 
 // partitionClient addresses the copy's partition here.
 func (s *stream) partitionClient(k copyKey) dynamic.ResourceInterface {
@@ -69,12 +82,11 @@ const listPageSize = 500
 // holds what the peer has, without keeping the object.
 type localCopy struct {
 	uid types.UID
-	// home is the object's home annotation; homeObject is set for an object
-	// written here by its shard.
-	home       string
-	homeObject bool
-	epoch      string
-	content    [sha256.Size]byte
+	// home is the object's home annotation: empty for an object written
+	// here by its shard.
+	home    string
+	epoch   string
+	content [sha256.Size]byte
 }
 
 // converge makes the copies of this type whose home is the peer exactly the
@@ -92,13 +104,11 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 		return err
 	}
 	want := map[copyKey]bool{}
-	present := map[copyKey]bool{}
 	for page := first; ; {
 		for i := range page.Items {
 			u := &page.Items[i]
 			k := keyOf(u)
-			present[k] = true
-			if !isHomeObject(u) {
+			if !inPartition(u) {
 				continue
 			}
 			if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
@@ -112,7 +122,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 				continue
 			}
 			existing, ok := have[k]
-			ok = ok && s.replaceable(existing, k.shard)
+			ok = ok && s.replaceable(k.shard)
 			if ok && existing.content == contentOf(s.desiredCopy(u)) {
 				continue
 			}
@@ -131,17 +141,12 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 		page = next
 	}
 	for k, c := range have {
-		if want[k] || !s.replaceable(c, k.shard) || s.peer.holds.isHeld(k.shard) {
+		if want[k] || !s.replaceable(k.shard) || s.peer.holds.isHeld(k.shard) {
 			continue
 		}
-		// A copy of a shard homed at the peer that the peer no longer
-		// holds, an object of a shard that moved to the peer, or a copy of
-		// a shard that moved from the peer to another cache, once the peer
-		// no longer holds it at all (the new home's stream brings its own).
-		home, ok := s.m.homeOf(k.shard)
-		if !ok || (home != s.peer.name && (c.homeObject || present[k])) {
-			continue
-		}
+		// An object of a shard homed at the peer that the peer does not
+		// hold: deleted there, or (the shard's home moved to the peer) one
+		// the new home does not hold.
 		if err := s.deleteCopy(ctx, k, c.uid); err != nil {
 			return err
 		}
@@ -165,13 +170,13 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 		for i := range page.Items {
 			u := &page.Items[i]
 			a := u.GetAnnotations()
-			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], homeObject: isHomeObject(u), epoch: a[kcpcache.AnnotationHomeEpoch]}
+			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], epoch: a[kcpcache.AnnotationHomeEpoch]}
 			k := keyOf(u)
-			if s.replaceable(c, k.shard) {
+			if s.replaceable(k.shard) {
 				// Only what may be the peer's is compared: a digest left
 				// empty (a claim learnt later) costs a write, not a miss.
 				c.content = contentOf(u)
-				if !c.homeObject && c.epoch != "" && c.epoch != s.listEpoch {
+				if c.home == s.peer.name && c.epoch != "" && c.epoch != s.listEpoch {
 					fromOtherEpoch = append(fromOtherEpoch, k.shard)
 				}
 			}
@@ -188,53 +193,29 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 }
 
 // replaceable reports whether the local object c of shard is the peer's to
-// replace or delete, by the claims known now. An object written here by its
-// shard while this cache held its claim is, only once the shard's home
-// explicitly moved to the peer (a claim of a higher generation, moving.go).
-// A copy of the peer's is kept as it is while its shard's claim is unknown
-// or in conflict, and while the shard's home is this cache (adopted: the
-// shard's own push replaces the copies).
-func (s *stream) replaceable(c localCopy, shard string) bool {
+// replace or delete, by the claims known now: every object of a shard whose
+// claim the peer holds, whether a copy (of the peer, or of a former home)
+// or an object written here by the shard while this cache was its home
+// (the shard's home moved to the peer: moving.go). Objects of a shard
+// whose claim is unknown or in conflict, or held here, are nobody's to
+// replace: they stay as they are.
+func (s *stream) replaceable(shard string) bool {
 	home, followed := s.m.homeOf(shard)
-	if c.homeObject {
-		return followed && home == s.peer.name
-	}
-	return c.home == s.peer.name && followed && home != s.m.cfg.Self
+	return followed && home == s.peer.name
 }
 
-// applyPeerObject writes the copy of the peer's object u here, or deletes
-// the copy when the peer no longer holds u as its home (it became a mirror
-// there: the shard's home moved).
+// applyPeerObject writes the copy of the peer's object u here when the
+// peer holds the claim of u's shard. Nothing is deleted on the way: an
+// object of a shard whose home moved elsewhere stays until the new home's
+// stream replaces it (or deletes it, if the new home does not hold it).
 //
 // isNew says the copy is likely missing (a watch ADDED event, a list item
 // with no copy here): it is created first, updated only if it exists, which
 // spares a new object the round trip of an update answered NotFound.
 func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew bool) error {
 	k := keyOf(u)
-	if s.peer.holds.isHeld(k.shard) {
+	if s.peer.holds.isHeld(k.shard) || !inPartition(u) {
 		return nil
-	}
-	if !isHomeObject(u) {
-		if u.GetAnnotations()[kcpcache.AnnotationHome] == s.m.cfg.Self || k.shard == "" {
-			return nil
-		}
-		// The peer holds the object as a copy now: the shard's home moved
-		// away from the peer. Only then are the copies from the peer
-		// deleted (the new home's stream brings its own).
-		if home, ok := s.m.homeOf(k.shard); !ok || home == s.peer.name || home == s.m.cfg.Self {
-			return nil
-		}
-		// Only copies whose home is the peer are ours to delete.
-		existing, err := s.partitionClient(k).Get(ctx, k.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		} else if err != nil {
-			return fmt.Errorf("reading the local copy %v: %w", k, err)
-		}
-		if existing.GetAnnotations()[kcpcache.AnnotationHome] != s.peer.name {
-			return nil
-		}
-		return s.deleteCopy(ctx, k, existing.GetUID())
 	}
 	if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
 		return err
@@ -284,16 +265,37 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	}
 }
 
-// applyPeerDeletion deletes the copy of an object the peer deleted.
+// stillPeersShard asks the peer for the claim of the shard of u, an object
+// it holds as a copy, and reports whether the peer holds it: the peer
+// adopted the shard and has not made its copies its own yet (take u), or
+// it gave the shard up since this cache last read its table (do not). A
+// list reads the peer's whole table first and needs no such question.
+func (s *stream) stillPeersShard(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
+	if isHomeObject(u) || !inPartition(u) {
+		return true, nil
+	}
+	shard := keyOf(u).shard
+	if home, ok := s.m.homeOf(shard); !ok || home != s.peer.name {
+		return false, nil
+	}
+	if failed, _ := s.m.homes.askPeers(ctx, shard, s.peer.name); failed[s.peer.name] != nil {
+		return false, fmt.Errorf("asking peer %q for the home of shard %q: %w", s.peer.name, shard, failed[s.peer.name])
+	}
+	home, ok := s.m.homeOf(shard)
+	return ok && home == s.peer.name, nil
+}
+
+// applyPeerDeletion deletes the copy of an object the peer deleted, when
+// the peer holds the claim of its shard.
 func (s *stream) applyPeerDeletion(ctx context.Context, u *unstructured.Unstructured) error {
 	k := keyOf(u)
-	if !isHomeObject(u) || s.peer.holds.isHeld(k.shard) {
+	if !inPartition(u) || s.peer.holds.isHeld(k.shard) {
 		return nil
 	}
-	if home, ok := s.m.homeOf(k.shard); !ok || home == s.m.cfg.Self {
+	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.name {
 		return nil
 	}
-	return s.deleteCopy(ctx, keyOf(u), u.GetUID())
+	return s.deleteCopy(ctx, k, u.GetUID())
 }
 
 // deleteCopy deletes the copy k if it still has uid.

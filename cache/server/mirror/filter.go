@@ -50,7 +50,10 @@ type ServingConfig struct {
 //     ServiceUnavailable, one cause per home that could not confirm it;
 //   - a read that names a resourceVersion ("0" included) is served from the
 //     local copy at once, with the homes' revisions it reflects and their
-//     age in response headers.
+//     age in response headers;
+//   - a read by anyone but a peer or this server is served copies without
+//     their bookkeeping (kcpcache.CopyBookkeeping), unless it asks for it
+//     with kcpcache.CopyBookkeepingHeader.
 //
 // m may be nil (no peers): then only writes are checked, against the
 // claims.
@@ -70,6 +73,12 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 				return
 			}
 		case "get", "list", "watch":
+			if !exemptFromChecks(req) && req.Header.Get(kcpcache.CopyBookkeepingHeader) != "keep" {
+				// Copies are served as their home serves them (partition
+				// package, bookkeeping.go).
+				req = req.WithContext(kcpcache.WithoutCopyBookkeeping(ctx))
+				ctx = req.Context()
+			}
 			if m == nil || exemptFromChecks(req) {
 				break
 			}

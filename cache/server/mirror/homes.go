@@ -532,6 +532,26 @@ func (h *Homes) Run(ctx context.Context) {
 	}
 }
 
+// adoptedHere returns, once --adopt-shard has acted (or ctx ended), the
+// shards this cache adopted whose claim it still holds.
+func (h *Homes) adoptedHere(ctx context.Context) []string {
+	select {
+	case <-h.adoptDone:
+	case <-ctx.Done():
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for shard := range h.adopted {
+		if h.claims[shard].Home == h.cfg.Self {
+			out = append(out, shard)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // RequestPoll makes Run read the peers' tables now.
 func (h *Homes) RequestPoll() {
 	select {

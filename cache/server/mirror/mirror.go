@@ -91,8 +91,10 @@ type peer struct {
 	lagSeries    map[lagKey]bool
 	behindSince  map[lagKey]time.Time
 	// relist is closed and replaced to make every stream of the peer list
-	// again (a shard's home moved to the peer: see moving.go).
-	relist chan struct{}
+	// again (a shard's home moved to the peer: see moving.go);
+	// listRequests counts those requests.
+	relist       chan struct{}
+	listRequests int64
 }
 
 // New builds a Mirror; Run starts it.
@@ -169,6 +171,7 @@ func (m *Mirror) Run(ctx context.Context) {
 	for _, p := range m.peers {
 		wg.Go(func() { p.releaseLoop(ctx, m.local) })
 	}
+	wg.Go(func() { m.promoteLoop(ctx) })
 	ticker := time.NewTicker(m.cfg.TypeInterval)
 	defer ticker.Stop()
 	for {

@@ -76,14 +76,28 @@ type stream struct {
 	// start at or after before the stream counts as current again; 0 when
 	// none is pending.
 	pendingRelease int64
+	// pendingList is the list request (moving.go) a list must start at or
+	// after before the stream counts as current again; 0 when none is
+	// pending. A shard whose home moved to the peer is in no state of the
+	// peer's that this cache reflects until it listed the peer again.
+	pendingList int64
 }
 
 // releasePending reports whether the stream waits for a list after a
-// release.
+// release or a list request.
 func (s *stream) releasePending() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.pendingRelease != 0
+	return s.pendingRelease != 0 || s.pendingList != 0
+}
+
+// needList marks the stream behind until a list started at list request
+// gen or later.
+func (s *stream) needList(gen int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pendingList = max(s.pendingList, gen)
+	s.m.stateVersion.Add(1)
 }
 
 // needRelist marks the stream behind until a list started at release
@@ -121,13 +135,17 @@ func (s *stream) advance(rev int64, epoch string) {
 	appliedRevision.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(s.applied))
 }
 
-// listed records a list at rev: every shard's data is as of rev, and the
-// list's convergence is over.
-func (s *stream) listed(rev, releaseGeneration int64) {
+// listed records a list at rev, started at release generation
+// releaseGeneration and list request listRequest: every shard's data is as
+// of rev, and the list's convergence is over.
+func (s *stream) listed(rev, releaseGeneration, listRequest int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if releaseGeneration >= s.pendingRelease {
 		s.pendingRelease = 0
+	}
+	if listRequest >= s.pendingList {
+		s.pendingList = 0
 	}
 	s.listRevision = rev
 	s.changed = map[string]int64{}
@@ -226,7 +244,7 @@ func (s *stream) confirmLoop(ctx context.Context) {
 func (s *stream) waitApplied(ctx context.Context, rev int64, epoch string) (int64, bool) {
 	for {
 		s.mu.Lock()
-		applied, current, ch, pending := s.applied, s.epoch, s.advanced, s.pendingRelease
+		applied, current, ch, pending := s.applied, s.epoch, s.advanced, s.pendingRelease+s.pendingList
 		s.mu.Unlock()
 		if current == epoch && applied >= rev && pending == 0 {
 			return applied, true
@@ -291,7 +309,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	// Taken before the list: a relist requested while the list is applied
 	// (a shard's home moved to the peer just then, and the list skipped its
 	// objects) must end the watch that follows it, not be missed.
-	relist := s.peer.relistChan()
+	relist, listRequest := s.peer.relistChan()
 	asked := time.Now()
 	list, err := res.List(ctx, metav1.ListOptions{Limit: listPageSize})
 	if err != nil {
@@ -313,7 +331,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 		return false, err
 	}
 	s.applyMu.Lock()
-	s.listed(rev, releaseGeneration)
+	s.listed(rev, releaseGeneration, listRequest)
 	s.advance(rev, epoch)
 	s.applyMu.Unlock()
 	s.confirmAt(asked)
@@ -401,7 +419,10 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 	defer s.applyMu.Unlock()
 	switch t {
 	case watch.Added, watch.Modified:
-		err = s.applyPeerObject(ctx, u, t == watch.Added)
+		var take bool
+		if take, err = s.stillPeersShard(ctx, u); take {
+			err = s.applyPeerObject(ctx, u, t == watch.Added)
+		}
 	case watch.Deleted:
 		err = s.applyPeerDeletion(ctx, u)
 	}

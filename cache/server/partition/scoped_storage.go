@@ -89,7 +89,11 @@ func (s *scopedStorage) Watch(ctx context.Context, key string, opts storage.List
 	if err != nil {
 		return nil, err
 	}
-	return s.delegate.Watch(storageContext(ctx, sc), k, opts)
+	w, err := s.delegate.Watch(storageContext(ctx, sc), k, opts)
+	if err != nil || !s.hidesBookkeeping(ctx) {
+		return w, err
+	}
+	return watchWithoutBookkeeping(w), nil
 }
 
 func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
@@ -114,6 +118,9 @@ func (s *scopedStorage) Get(ctx context.Context, key string, opts storage.GetOpt
 		}
 		forgetFinalizers(m)
 	}
+	if s.hidesBookkeeping(ctx) {
+		return hideBookkeepingIn(objPtr)
+	}
 	return nil
 }
 
@@ -122,7 +129,13 @@ func (s *scopedStorage) GetList(ctx context.Context, key string, opts storage.Li
 	if err != nil {
 		return err
 	}
-	return s.delegate.GetList(storageContext(ctx, sc), k, opts, listObj)
+	if err := s.delegate.GetList(storageContext(ctx, sc), k, opts, listObj); err != nil {
+		return err
+	}
+	if s.hidesBookkeeping(ctx) {
+		return hideBookkeepingInList(listObj)
+	}
+	return nil
 }
 
 func (s *scopedStorage) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
