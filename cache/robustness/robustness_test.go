@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -190,8 +191,21 @@ func (c *cluster) readAlsoAt(t *testing.T, srvs ...*cachetest.Server) {
 func scopedConfig(srv *cachetest.Server, shard string) *rest.Config {
 	cfg := srv.Config()
 	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})
+	// A mirror's copy says the home's resourceVersion in its bookkeeping
+	// (rvOf), which a reader gets only when it asks.
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			req.Header.Set(kcpcache.CopyBookkeepingHeader, "keep")
+			return rt.RoundTrip(req)
+		})
+	})
 	return cfg
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // scopedReader reads shard's partition at srv as its admin.
 func scopedReader(t *testing.T, srv *cachetest.Server, shard string) dynamic.ResourceInterface {

@@ -284,6 +284,9 @@ func getPath(ctx context.Context, cfg *rest.Config, path string) (*reply, error)
 		return nil, err
 	}
 	req.Header.Set("Accept", "application/json")
+	// The demo shows where each copy came from: its bookkeeping, which a
+	// reader gets only when it asks (kcp's shards do not).
+	req.Header.Set(kcpcache.CopyBookkeepingHeader, "keep")
 	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err

@@ -11,16 +11,17 @@
 //
 // What is mirrored: for each peer and each type this cache serves, one
 // stream lists and then watches the peer's wildcard (every shard, every
-// cluster) and applies, in the peer's order, every object the peer holds
-// without kcpcache.AnnotationHome (the ones written there by their shard)
-// of the shards whose claim the peer holds.
-// Copies the peer itself mirrors are skipped, so a partition is only ever
-// taken from its home and never back to it, and a mesh in which every cache
-// peers with every other (a cycle) cannot echo. A copy here keeps the
-// home's uid, creation time, managed fields and provenance annotations, and
-// gains kcpcache.AnnotationHome and kcpcache.AnnotationHomeResourceVersion.
-// A relist makes the mirror exact: copies of the peer's partitions that the
-// peer no longer holds are deleted.
+// cluster) and applies, in the peer's order, every object of the shards
+// whose claim the peer holds. The claim alone says whose an object is, not
+// its annotations: a partition is only ever taken from its home and never
+// back to it, so a mesh in which every cache peers with every other (a
+// cycle) cannot echo, and a shard's new home (moving.go) is followed from
+// the copies it mirrored before. A copy here keeps the home's uid,
+// creation time, managed fields and provenance annotations, and gains the
+// copy bookkeeping (kcpcache.CopyBookkeeping), which only peers and this
+// server are served (package partition, bookkeeping.go). A relist makes
+// the mirror exact: copies of the peer's partitions that the peer no longer
+// holds are deleted.
 //
 // Freshness: each stream records the peer revision it has applied every
 // change up to (list resourceVersions, events, bookmarks). A consistent read
