@@ -45,6 +45,17 @@ func IsHealthPath(p string) bool {
 	return false
 }
 
+// MetricsPath is where every server here serves its metrics, with
+// upstream's own below it ("/metrics/slis"). Like the health endpoints it is
+// served outside any partition.
+const MetricsPath = "/metrics"
+
+// IsMetricsPath reports whether p is MetricsPath or a path below it.
+func IsMetricsPath(p string) bool {
+	_, ok := CutPathPrefix(p, MetricsPath)
+	return ok
+}
+
 // ScopedPathPrefix returns the URL prefix for a scope, for example
 // "/services/cache/shards/amber/clusters/root". Append an API path to it.
 func ScopedPathPrefix(s Scope) string {

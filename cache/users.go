@@ -11,6 +11,11 @@ const (
 	// never write (the server's authorizer refuses their writes).
 	ReadersGroup = "system:kcp:cache:readers"
 
+	// MetricsReadersGroup is the group of monitoring clients (a Prometheus
+	// scraper): they read /metrics and the health endpoints and nothing
+	// else, no object of any partition.
+	MetricsReadersGroup = "system:kcp:cache:metrics-readers"
+
 	// reservedPrefix starts shard and cluster names that belong to the cache
 	// itself, like its system partition's shard.
 	reservedPrefix = "system:cache"

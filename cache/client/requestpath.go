@@ -9,8 +9,7 @@ import (
 // isUnscoped reports whether p is served outside any partition; rewriting
 // it would break health checks and metrics scraping through a routed config.
 func isUnscoped(p string) bool {
-	_, metrics := kcpcache.CutPathPrefix(p, "/metrics")
-	return metrics || kcpcache.IsHealthPath(p)
+	return kcpcache.IsMetricsPath(p) || kcpcache.IsHealthPath(p)
 }
 
 // requestPath is a request path split into the parts the round trippers edit:

@@ -43,6 +43,15 @@ func deny(rule Rule, reason string) (authorizer.Decision, string, error) {
 func NewDefaultDeny() authorizer.Authorizer {
 	registerMetrics()
 	return authorizer.AuthorizerFunc(func(context.Context, authorizer.Attributes) (authorizer.Decision, string, error) {
-		return deny(RuleDefaultDeny, "only system:masters, shards ("+kcpcache.ShardUserPrefix+"<shard>), the group "+kcpcache.ReadersGroup+" and peer caches ("+kcpcache.PeerUserPrefix+"<cache>) use the cache; anyone may reach /healthz, /livez, /readyz and /version")
+		return deny(RuleDefaultDeny, "only system:masters, shards ("+kcpcache.ShardUserPrefix+"<shard>), the group "+kcpcache.ReadersGroup+
+			" and peer caches ("+kcpcache.PeerUserPrefix+"<cache>) use the cache; the group "+kcpcache.MetricsReadersGroup+
+			" reads "+kcpcache.MetricsPath+" and health; anyone may reach /healthz, /livez, /readyz and /version")
 	})
+}
+
+// defaultDeny is NewDefaultDeny's row in docs/security.md.
+var defaultDeny = policyRule{
+	name: RuleDefaultDeny, decision: authorizer.DecisionDeny,
+	who:      "everyone",
+	requests: "everything no authorizer before it allowed",
 }

@@ -1,8 +1,6 @@
 package authorization
 
 import (
-	"context"
-	"strings"
 	"testing"
 
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -11,7 +9,8 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
-func TestHeartbeatRules(t *testing.T) {
+// heartbeatCases: the heartbeat exception to the reserved names.
+func heartbeatCases() []authzCase {
 	var (
 		amber  = &user.DefaultInfo{Name: kcpcache.ShardUser("amber")}
 		coral  = &user.DefaultInfo{Name: kcpcache.ShardUser("my:coral")}
@@ -35,14 +34,15 @@ func TestHeartbeatRules(t *testing.T) {
 		want        authorizer.Decision
 		rule        Rule
 	}{
-		{"shard applies its own heartbeat", amber, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", allow, ""},
-		{"shard creates its own heartbeat by name (apply)", amber, in("amber"), "create", hb.Group, hb.Resource, "", "amber", allow, ""},
-		{"shard with a colon in its name", coral, in("my:coral"), "update", hb.Group, hb.Resource, "", "my:coral", allow, ""},
-		{"shard deletes its own heartbeat", amber, in("amber"), "delete", hb.Group, hb.Resource, "", "amber", allow, ""},
+		{"shard applies its own heartbeat", amber, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", allow, RuleOwnHeartbeatWrites},
+		{"shard creates its own heartbeat by name (apply)", amber, in("amber"), "create", hb.Group, hb.Resource, "", "amber", allow, RuleOwnHeartbeatWrites},
+		{"shard with a colon in its name", coral, in("my:coral"), "update", hb.Group, hb.Resource, "", "my:coral", allow, RuleOwnHeartbeatWrites},
+		{"shard deletes its own heartbeat", amber, in("amber"), "delete", hb.Group, hb.Resource, "", "amber", allow, RuleOwnHeartbeatWrites},
 		{"shard may not POST a heartbeat (name unseen)", amber, in("amber"), "create", hb.Group, hb.Resource, "", "", deny, RuleOwnHeartbeat},
 		{"shard may not write another name in its partition", amber, in("amber"), "patch", hb.Group, hb.Resource, "", "coral", deny, RuleOwnHeartbeat},
 		{"shard may not write another's heartbeat", amber, in("coral"), "patch", hb.Group, hb.Resource, "", "coral", deny, RuleOwnHeartbeat},
 		{"shard may not write its name in another's partition", amber, in("coral"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleOwnHeartbeat},
+		{"shard may not impersonate there", amber, in("amber"), "impersonate", hb.Group, hb.Resource, "", "amber", deny, RuleReadOnly},
 		{"shard may not delete the collection", amber, in("amber"), "deletecollection", hb.Group, hb.Resource, "", "", deny, RuleOwnHeartbeat},
 		{"shard may not write through the wildcard", amber, in("*"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleOwnHeartbeat},
 		{"shard may not write a subresource", amber, in("amber"), "patch", hb.Group, hb.Resource, "status", "amber", deny, RuleReservedName},
@@ -50,33 +50,29 @@ func TestHeartbeatRules(t *testing.T) {
 		{"shard may not read anything else there", amber, in("amber"), "list", "apis.kcp.io", "apiexports", "", "", deny, RuleReservedName},
 		{"heartbeats only in the heartbeat cluster", amber, kcpcache.Scope{Shard: "amber", Cluster: "system:cache:other"}, "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
 		{"no heartbeats in the system shard", amber, kcpcache.Scope{Shard: kcpcache.SystemShard, Cluster: kcpcache.HeartbeatCluster}, "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
-		{"shard lists every heartbeat", amber, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
-		{"shard watches another's heartbeat", amber, in("coral"), "watch", hb.Group, hb.Resource, "", "", allow, ""},
-		{"reader lists every heartbeat", reader, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
-		{"reader gets a heartbeat", reader, in("amber"), "get", hb.Group, hb.Resource, "", "amber", allow, ""},
+		{"shard lists every heartbeat", amber, in("*"), "list", hb.Group, hb.Resource, "", "", allow, RuleHeartbeatReads},
+		{"shard watches another's heartbeat", amber, in("coral"), "watch", hb.Group, hb.Resource, "", "", allow, RuleHeartbeatReads},
+		{"reader lists every heartbeat", reader, in("*"), "list", hb.Group, hb.Resource, "", "", allow, RuleHeartbeatReads},
+		{"reader gets a heartbeat", reader, in("amber"), "get", hb.Group, hb.Resource, "", "amber", allow, RuleHeartbeatReads},
 		{"reader may not write a heartbeat", reader, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReadOnly},
-		{"peer lists every heartbeat", west, in("*"), "list", hb.Group, hb.Resource, "", "", allow, ""},
-		{"peer watches a heartbeat", west, in("amber"), "watch", hb.Group, hb.Resource, "", "", allow, ""},
+		{"peer lists every heartbeat", west, in("*"), "list", hb.Group, hb.Resource, "", "", allow, RuleHeartbeatReads},
+		{"peer watches a heartbeat", west, in("amber"), "watch", hb.Group, hb.Resource, "", "", allow, RuleHeartbeatReads},
 		{"peer may not write a heartbeat", west, in("west"), "patch", hb.Group, hb.Resource, "", "west", deny, RulePeerReadOnly},
 		{"others may not read heartbeats", other, in("*"), "list", hb.Group, hb.Resource, "", "", deny, RuleReservedName},
 		{"others may not write heartbeats", other, in("amber"), "patch", hb.Group, hb.Resource, "", "amber", deny, RuleReservedName},
-		{"shards write heartbeats elsewhere like any object", amber, kcpcache.Scope{Shard: "amber", Cluster: "root"}, "create", hb.Group, hb.Resource, "", "", allow, ""},
+		{"shards write heartbeats elsewhere like any object", amber, kcpcache.Scope{Shard: "amber", Cluster: "root"}, "create", hb.Group, hb.Resource, "", "", allow, RuleOwnPartitionWrites},
 		{"others: no opinion outside reserved names", other, kcpcache.Scope{Shard: "amber", Cluster: "root"}, "list", hb.Group, hb.Resource, "", "", none, ""},
 	}
+	cases := make([]authzCase, 0, len(tests))
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			ctx := kcpcache.WithScope(context.Background(), tt.scope)
-			attrs := authorizer.AttributesRecord{User: tt.user, Verb: tt.verb, ResourceRequest: true, APIGroup: tt.group, Resource: tt.res, Subresource: tt.subresource, Name: tt.objectName}
-			got, reason, err := New().Authorize(ctx, attrs)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got != tt.want {
-				t.Fatalf("decision %v (%s), want %v", got, reason, tt.want)
-			}
-			if tt.want == deny && !strings.Contains(reason, string(tt.rule)) {
-				t.Errorf("reason %q does not name rule %q", reason, tt.rule)
-			}
-		})
+		cases = append(cases, authzCase{name: tt.name, user: tt.user, scope: &tt.scope, verb: tt.verb,
+			group: tt.group, resource: tt.res, subresource: tt.subresource, objectName: tt.objectName, want: tt.want, rule: tt.rule})
+	}
+	return cases
+}
+
+func TestHeartbeatRules(t *testing.T) {
+	for _, c := range heartbeatCases() {
+		t.Run(c.name, c.check)
 	}
 }

@@ -15,15 +15,17 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
-// Rule names a reason for a denial; it appears in the 403 message, the
-// audit event and the metric label.
+// Rule names one rule of the cache's policy. Every decision names its rule
+// in the audit event's reason (authorization.k8s.io/reason); a denial names
+// it in the 403 message and the metric label too.
 type Rule string
 
 // AuditAnnotationPartition is the audit annotation naming the partition
 // ("shard/cluster") a resource request addressed.
 const AuditAnnotationPartition = "cache.kcp.io/partition"
 
-// The rules that deny.
+// The rules, in the order they are tried (see rules); RuleDefaultDeny is
+// the union's last authorizer (NewDefaultDeny).
 const (
 	// RuleCRDWritesUnprefixed: CRDs are written only through the unprefixed
 	// path, which stores them in the system partition where they are served.
@@ -31,27 +33,47 @@ const (
 	// RuleSystemPartitionCRDsOnly: the system partition holds CRDs, never
 	// data objects.
 	RuleSystemPartitionCRDsOnly Rule = "system-partition-crds-only"
-	// RuleSystemPartition: only system:masters uses the system partition.
-	RuleSystemPartition Rule = "system-partition-masters-only"
-	// RuleReservedName: reserved shard and cluster names in partition paths.
-	RuleReservedName Rule = "reserved-names-masters-only"
-	// RuleOwnPartition: a shard writes only its own partition.
-	RuleOwnPartition Rule = "shard-writes-own-partition-only"
-	// RuleCRDWrites: only system:masters writes CRDs.
-	RuleCRDWrites Rule = "crd-writes-masters-only"
-	// RuleReadOnly: readers (and shards, for verbs other than writes) read.
-	RuleReadOnly Rule = "read-only"
-	// RuleWriters: only system:masters and the partition's shard write.
-	RuleWriters Rule = "writes-masters-and-own-shard-only"
-	// RuleDefaultDeny: anyone not covered by another rule.
-	RuleDefaultDeny Rule = "default-deny"
-	// RuleOwnHeartbeat: in the reserved heartbeat cluster, a shard writes
-	// only its own heartbeat, by name.
-	RuleOwnHeartbeat Rule = "shard-writes-own-heartbeat-only"
+	// RuleMasters: system:masters may do everything else.
+	RuleMasters Rule = "masters"
+	// RuleDiscovery: shards, readers and peers read discovery and /version.
+	RuleDiscovery Rule = "discovery"
+	// RuleHomeRevision: shards, readers and peers ask a home its revision.
+	RuleHomeRevision Rule = "home-revision"
+	// RulePeerHomeRevisions: peers read every partition's revision.
+	RulePeerHomeRevisions Rule = "peer-home-revisions"
+	// RulePeerHomeClaims: peers read each other's home claims.
+	RulePeerHomeClaims Rule = "peer-home-claims"
+	// RuleMetricsReaders: the metrics readers group reads /metrics and the
+	// health endpoints.
+	RuleMetricsReaders Rule = "metrics-readers"
 	// RulePeerReadOnly: a peer cache (kcpcache.PeerUser) reads what readers
 	// read and writes nothing: peer caches mirror by pulling; they never
 	// write to a peer.
 	RulePeerReadOnly Rule = "peer-caches-read-only"
+	// RuleReadOnly: readers read; shards read and write.
+	RuleReadOnly Rule = "read-only"
+	// RuleHeartbeatReads: shards, readers and peers read every partition's
+	// heartbeat.
+	RuleHeartbeatReads Rule = "heartbeat-reads"
+	// RuleOwnHeartbeatWrites: a shard writes its own heartbeat, by name.
+	RuleOwnHeartbeatWrites Rule = "own-heartbeat-writes"
+	// RuleOwnHeartbeat: in the reserved heartbeat cluster, a shard writes
+	// only its own heartbeat, by name.
+	RuleOwnHeartbeat Rule = "shard-writes-own-heartbeat-only"
+	// RuleSystemPartition: only system:masters uses the system partition.
+	RuleSystemPartition Rule = "system-partition-masters-only"
+	// RuleReservedName: reserved shard and cluster names in partition paths.
+	RuleReservedName Rule = "reserved-names-masters-only"
+	// RulePartitionReads: shards, readers and peers read every partition.
+	RulePartitionReads Rule = "partition-reads"
+	// RuleOwnPartition: a shard writes only its own partition.
+	RuleOwnPartition Rule = "shard-writes-own-partition-only"
+	// RuleOwnPartitionWrites: a shard writes its own partition.
+	RuleOwnPartitionWrites Rule = "own-partition-writes"
+	// RuleWriters: only system:masters and the partition's shard write.
+	RuleWriters Rule = "writes-masters-and-own-shard-only"
+	// RuleDefaultDeny: anyone not covered by another rule.
+	RuleDefaultDeny Rule = "default-deny"
 )
 
 // CRDResource is the resource of CRDs, which are written only in the system
@@ -77,126 +99,274 @@ func New() authorizer.Authorizer {
 
 func authorize(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
 	d, rule, reason := decide(ctx, a)
-	if d == authorizer.DecisionDeny {
+	switch d {
+	case authorizer.DecisionDeny:
 		return deny(rule, reason)
+	case authorizer.DecisionAllow:
+		return d, fmt.Sprintf("cache rule %q", rule), nil
 	}
-	return d, reason, nil
+	return d, "", nil
 }
 
+// decide tries the rules in order; the first that matches decides.
 func decide(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, Rule, string) {
-	u := a.GetUser()
-	if u == nil {
-		return authorizer.DecisionNoOpinion, "", ""
-	}
-	masters := inGroup(u, user.SystemPrivilegedGroup)
-	shard, isShard := kcpcache.ShardFromUser(u.GetName())
-	reader := inGroup(u, kcpcache.ReadersGroup)
-	peer, isPeer := kcpcache.PeerFromUser(u.GetName())
-	verb := a.GetVerb()
-
-	if !a.IsResourceRequest() {
-		switch {
-		case masters:
-			return authorizer.DecisionAllow, "", ""
-		case (isShard || reader || isPeer) && verb == "get" && isDiscoveryPath(a.GetPath()):
-			return authorizer.DecisionAllow, "", "discovery"
-		case (isShard || reader || isPeer) && verb == "get" && a.GetPath() == kcpcache.RevisionPath:
-			// Mirrors ask a home for its revision; readers and shards
-			// check the freshness of what they read.
-			return authorizer.DecisionAllow, "", "home revision"
-		case isPeer && verb == "get" && a.GetPath() == kcpcache.RevisionsPath:
-			// Mirrors read every partition's revision for their lag.
-			return authorizer.DecisionAllow, "", "home revisions"
-		case isPeer && verb == "get" && a.GetPath() == kcpcache.HomesPath:
-			// Peers read each other's home claims.
-			return authorizer.DecisionAllow, "", "home claims"
-		}
-		return authorizer.DecisionNoOpinion, "", ""
-	}
-
-	scope, ok := kcpcache.ScopeFrom(ctx)
+	r, ok := newRequest(ctx, a)
 	if !ok {
-		scope = kcpcache.SystemScope
+		return authorizer.DecisionNoOpinion, "", ""
 	}
-	// The partition filter strips the scope from the request URI before the
-	// audit event is made; record where the request went.
-	audit.AddAuditAnnotation(ctx, AuditAnnotationPartition, scope.String())
-	isCRD := a.GetAPIGroup() == CRDResource.Group && a.GetResource() == CRDResource.Resource
-	write := writeVerbs.Has(verb)
-
-	// What no one may do, system:masters included.
-	switch {
-	case isCRD && write && !scope.IsSystem():
-		return authorizer.DecisionDeny, RuleCRDWritesUnprefixed,
-			fmt.Sprintf("CRDs are written only without the %s prefix, in the system partition where they are served; partition %s holds no CRDs", kcpcache.ServicePrefix, scope)
-	case !isCRD && write && scope.IsSystem():
-		return authorizer.DecisionDeny, RuleSystemPartitionCRDsOnly,
-			fmt.Sprintf("the system partition holds only CRDs; write data objects below %s/shards/{shard}/clusters/{cluster}/", kcpcache.ServicePrefix)
-	}
-	if masters {
-		return authorizer.DecisionAllow, "", ""
-	}
-	if isPeer && !readVerbs.Has(verb) {
-		return authorizer.DecisionDeny, RulePeerReadOnly,
-			fmt.Sprintf("peer cache %q reads (get, list, watch) and never writes: peer caches mirror by pulling; they never write to a peer", peer)
-	}
-
-	if isHeartbeat(a) && scope.Cluster == kcpcache.HeartbeatCluster && !kcpcache.IsReservedName(scope.Shard) && (isShard || reader || isPeer) {
-		return decideHeartbeat(a, scope, shard, isShard)
-	}
-	switch {
-	case scope.IsSystem():
-		return authorizer.DecisionDeny, RuleSystemPartition,
-			fmt.Sprintf("only system:masters uses the system partition (paths without the %s/shards/... prefix); read CRDs through a partition or wildcard path", kcpcache.ServicePrefix)
-	case kcpcache.IsReservedName(scope.Shard) || kcpcache.IsReservedName(scope.Cluster):
-		return authorizer.DecisionDeny, RuleReservedName,
-			fmt.Sprintf("partition %s names a shard or cluster reserved for the cache itself", scope)
-	case isShard && readVerbs.Has(verb), reader && readVerbs.Has(verb), isPeer && readVerbs.Has(verb):
-		return authorizer.DecisionAllow, "", ""
-	case isShard && write && isCRD:
-		return authorizer.DecisionDeny, RuleCRDWrites, "only system:masters writes CRDs"
-	case isShard && write && (scope.Shard != shard || scope.Cluster == kcpcache.Wildcard):
-		return authorizer.DecisionDeny, RuleOwnPartition,
-			fmt.Sprintf("shard %q writes only below %s", shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "{cluster}"}))
-	case isShard && write:
-		return authorizer.DecisionAllow, "", ""
-	case isShard:
-		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("shards read (get, list, watch) and write their own partition; %q is neither", verb)
-	case reader:
-		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", kcpcache.ReadersGroup)
-	case write:
-		return authorizer.DecisionDeny, RuleWriters,
-			fmt.Sprintf("only system:masters and the partition's shard (%s<shard>) write", kcpcache.ShardUserPrefix)
+	for _, rule := range rules {
+		if !rule.matches(r) {
+			continue
+		}
+		if rule.decision == authorizer.DecisionDeny {
+			return rule.decision, rule.name, rule.reason(r)
+		}
+		return rule.decision, rule.name, ""
 	}
 	return authorizer.DecisionNoOpinion, "", ""
 }
 
-// isHeartbeat: a request for the shards' heartbeats themselves, not a
-// subresource.
-func isHeartbeat(a authorizer.Attributes) bool {
-	return a.GetAPIGroup() == kcpcache.HeartbeatResource.Group && a.GetResource() == kcpcache.HeartbeatResource.Resource && a.GetSubresource() == ""
+// request is what the rules look at, worked out once per request.
+type request struct {
+	attrs    authorizer.Attributes
+	resource bool // a resource request; otherwise a non-resource path
+	path     string
+	verb     string
+	read     bool // get, list, watch
+	write    bool // create, update, patch, delete, deletecollection
+
+	masters       bool
+	reader        bool
+	metricsReader bool
+	isShard       bool
+	shard         string
+	isPeer        bool
+	peer          string
+	// anyReader: a shard, a reader or a peer, the identities that read.
+	anyReader bool
+
+	// Resource requests only.
+	scope kcpcache.Scope
+	crd   bool
+	// heartbeat: a heartbeat itself (not a subresource) in a shard's
+	// heartbeat cluster, the one exception to the reserved names.
+	heartbeat bool
 }
 
-// decideHeartbeat is the one exception to the reserved names: in every
-// partition's heartbeat cluster, shards, readers and peers read the heartbeats
-// (consumers judge freshness by them), and shard s writes the heartbeat
-// named s in its own partition, and nothing else. A create must name the
-// object in the request (server-side apply or an update that creates, as
-// the hook writes it): a POST names it only in the body, which the
-// authorizer cannot see, so it is refused.
-func decideHeartbeat(a authorizer.Attributes, scope kcpcache.Scope, shard string, isShard bool) (authorizer.Decision, Rule, string) {
-	verb := a.GetVerb()
-	switch {
-	case readVerbs.Has(verb):
-		return authorizer.DecisionAllow, "", ""
-	case !isShard:
-		return authorizer.DecisionDeny, RuleReadOnly, fmt.Sprintf("the group %s only reads (get, list, watch)", kcpcache.ReadersGroup)
-	case verb != "deletecollection" && writeVerbs.Has(verb) && scope.Shard == shard && a.GetName() == shard:
-		return authorizer.DecisionAllow, "", ""
+func newRequest(ctx context.Context, a authorizer.Attributes) (*request, bool) {
+	u := a.GetUser()
+	if u == nil {
+		return nil, false
 	}
-	return authorizer.DecisionDeny, RuleOwnHeartbeat,
-		fmt.Sprintf("shard %q writes only its own heartbeat, %s/%s in %s, by name (server-side apply or update)",
-			shard, kcpcache.HeartbeatResource.Resource, shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: kcpcache.HeartbeatCluster}))
+	r := &request{
+		attrs:         a,
+		resource:      a.IsResourceRequest(),
+		path:          a.GetPath(),
+		verb:          a.GetVerb(),
+		masters:       inGroup(u, user.SystemPrivilegedGroup),
+		reader:        inGroup(u, kcpcache.ReadersGroup),
+		metricsReader: inGroup(u, kcpcache.MetricsReadersGroup),
+	}
+	r.read, r.write = readVerbs.Has(r.verb), writeVerbs.Has(r.verb)
+	r.shard, r.isShard = kcpcache.ShardFromUser(u.GetName())
+	r.peer, r.isPeer = kcpcache.PeerFromUser(u.GetName())
+	r.anyReader = r.isShard || r.reader || r.isPeer
+	if !r.resource {
+		return r, true
+	}
+	scope, ok := kcpcache.ScopeFrom(ctx)
+	if !ok {
+		scope = kcpcache.SystemScope
+	}
+	r.scope = scope
+	// The partition filter strips the scope from the request URI before the
+	// audit event is made; record where the request went.
+	audit.AddAuditAnnotation(ctx, AuditAnnotationPartition, scope.String())
+	r.crd = a.GetAPIGroup() == CRDResource.Group && a.GetResource() == CRDResource.Resource
+	r.heartbeat = a.GetAPIGroup() == kcpcache.HeartbeatResource.Group && a.GetResource() == kcpcache.HeartbeatResource.Resource &&
+		a.GetSubresource() == "" && scope.Cluster == kcpcache.HeartbeatCluster && !kcpcache.IsReservedName(scope.Shard)
+	return r, true
+}
+
+// policyRule is one rule: how it matches a request, what it decides, and
+// how docs/security.md describes it (who and requests, in Markdown).
+type policyRule struct {
+	name     Rule
+	decision authorizer.Decision
+	who      string
+	requests string
+	matches  func(r *request) bool
+	// reason explains a denial; nil for a rule that allows.
+	reason func(r *request) string
+}
+
+// rules is the cache's policy, tried in order. The first rule that matches
+// decides; a request that none matches gets no opinion, and goes on to the
+// next authorizer of the union. docs/security.md shows this table
+// (PolicyDoc).
+var rules = []policyRule{
+	{
+		name: RuleCRDWritesUnprefixed, decision: authorizer.DecisionDeny,
+		who:      "everyone, `system:masters` included",
+		requests: "writes of CRDs through a partition path (`" + kcpcache.ServicePrefix + "/shards/...`): one stored there would never be served and could never finish deleting; CRDs are written without the prefix",
+		matches:  func(r *request) bool { return r.resource && r.crd && r.write && !r.scope.IsSystem() },
+		reason: func(r *request) string {
+			return fmt.Sprintf("CRDs are written only without the %s prefix, in the system partition where they are served; partition %s holds no CRDs", kcpcache.ServicePrefix, r.scope)
+		},
+	},
+	{
+		name: RuleSystemPartitionCRDsOnly, decision: authorizer.DecisionDeny,
+		who:      "everyone, `system:masters` included",
+		requests: "writes of anything but CRDs in the system partition (a path without `" + kcpcache.ServicePrefix + "/shards/...`): data objects are written below `" + kcpcache.ServicePrefix + "/shards/{shard}/clusters/{cluster}/`",
+		matches:  func(r *request) bool { return r.resource && !r.crd && r.write && r.scope.IsSystem() },
+		reason: func(r *request) string {
+			return fmt.Sprintf("the system partition holds only CRDs; write data objects below %s/shards/{shard}/clusters/{cluster}/", kcpcache.ServicePrefix)
+		},
+	},
+	{
+		name: RuleMasters, decision: authorizer.DecisionAllow,
+		who:      "`" + user.SystemPrivilegedGroup + "`",
+		requests: "everything else",
+		matches:  func(r *request) bool { return r.masters },
+	},
+	{
+		name: RuleDiscovery, decision: authorizer.DecisionAllow,
+		who:      "shards, readers, peers",
+		requests: "GET `/api`, `/apis`, `/openapi` and below, `/version`",
+		matches:  func(r *request) bool { return !r.resource && r.anyReader && r.verb == "get" && isDiscoveryPath(r.path) },
+	},
+	{
+		name: RuleHomeRevision, decision: authorizer.DecisionAllow,
+		who:      "shards, readers, peers",
+		requests: "GET `" + kcpcache.RevisionPath + "`: mirrors ask a home its revision; shards and readers check the freshness of what they read",
+		matches: func(r *request) bool {
+			return !r.resource && r.anyReader && r.verb == "get" && r.path == kcpcache.RevisionPath
+		},
+	},
+	{
+		name: RulePeerHomeRevisions, decision: authorizer.DecisionAllow,
+		who:      "peers",
+		requests: "GET `" + kcpcache.RevisionsPath + "`: a mirror's lag behind its home",
+		matches: func(r *request) bool {
+			return !r.resource && r.isPeer && r.verb == "get" && r.path == kcpcache.RevisionsPath
+		},
+	},
+	{
+		name: RulePeerHomeClaims, decision: authorizer.DecisionAllow,
+		who:      "peers",
+		requests: "GET `" + kcpcache.HomesPath + "`: each other's home claims",
+		matches: func(r *request) bool {
+			return !r.resource && r.isPeer && r.verb == "get" && r.path == kcpcache.HomesPath
+		},
+	},
+	{
+		name: RuleMetricsReaders, decision: authorizer.DecisionAllow,
+		who:      "metrics readers",
+		requests: "GET `" + kcpcache.MetricsPath + "` and below, " + healthPathsDoc() + " and their checks; nothing else is theirs",
+		matches: func(r *request) bool {
+			return !r.resource && r.metricsReader && r.verb == "get" && (kcpcache.IsMetricsPath(r.path) || kcpcache.IsHealthPath(r.path))
+		},
+	},
+	{
+		name: RulePeerReadOnly, decision: authorizer.DecisionDeny,
+		who:      "peers",
+		requests: "every verb but get, list, watch: mirrors pull, they never write to a peer",
+		matches:  func(r *request) bool { return r.resource && r.isPeer && !r.read },
+		reason: func(r *request) string {
+			return fmt.Sprintf("peer cache %q reads (get, list, watch) and never writes: peer caches mirror by pulling; they never write to a peer", r.peer)
+		},
+	},
+	{
+		name: RuleReadOnly, decision: authorizer.DecisionDeny,
+		who:      "readers; shards",
+		requests: "readers: every verb but get, list, watch; shards: verbs that neither read nor write (impersonate, ...)",
+		matches: func(r *request) bool {
+			return r.resource && ((r.isShard && !r.read && !r.write) || (r.reader && !r.isShard && !r.read))
+		},
+		reason: func(r *request) string {
+			if r.isShard {
+				return fmt.Sprintf("shards read (get, list, watch) and write their own partition; %q is neither", r.verb)
+			}
+			return fmt.Sprintf("the group %s only reads (get, list, watch)", kcpcache.ReadersGroup)
+		},
+	},
+	{
+		name: RuleHeartbeatReads, decision: authorizer.DecisionAllow,
+		who:      "shards, readers, peers",
+		requests: "get, list, watch of `" + kcpcache.HeartbeatResource.Resource + "` in `" + kcpcache.ShardsSegment + "/<s>/" + kcpcache.ClustersSegment + "/" + kcpcache.HeartbeatCluster + "`, `<s>` any shard or `*`: the one exception to the reserved names",
+		matches:  func(r *request) bool { return r.resource && r.heartbeat && r.anyReader && r.read },
+	},
+	{
+		name: RuleOwnHeartbeatWrites, decision: authorizer.DecisionAllow,
+		who:      "shard `<s>`",
+		requests: "writes but deletecollection of `" + kcpcache.HeartbeatResource.Resource + "/<s>` in `" + kcpcache.ShardsSegment + "/<s>/" + kcpcache.ClustersSegment + "/" + kcpcache.HeartbeatCluster + "`, by name (server-side apply or update; a POST names it only in its body, which the authorizer cannot see)",
+		matches: func(r *request) bool {
+			return r.resource && r.heartbeat && r.isShard && r.write && r.verb != "deletecollection" &&
+				r.scope.Shard == r.shard && r.attrs.GetName() == r.shard
+		},
+	},
+	{
+		name: RuleOwnHeartbeat, decision: authorizer.DecisionDeny,
+		who:      "shards",
+		requests: "any other write of heartbeats in a heartbeat cluster",
+		matches:  func(r *request) bool { return r.resource && r.heartbeat && r.isShard },
+		reason: func(r *request) string {
+			return fmt.Sprintf("shard %q writes only its own heartbeat, %s/%s in %s, by name (server-side apply or update)",
+				r.shard, kcpcache.HeartbeatResource.Resource, r.shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: r.shard, Cluster: kcpcache.HeartbeatCluster}))
+		},
+	},
+	{
+		name: RuleSystemPartition, decision: authorizer.DecisionDeny,
+		who:      "everyone else",
+		requests: "the system partition (paths without `" + kcpcache.ServicePrefix + "/shards/...`); CRDs are read through a partition or wildcard path",
+		matches:  func(r *request) bool { return r.resource && r.scope.IsSystem() },
+		reason: func(*request) string {
+			return fmt.Sprintf("only system:masters uses the system partition (paths without the %s/shards/... prefix); read CRDs through a partition or wildcard path", kcpcache.ServicePrefix)
+		},
+	},
+	{
+		name: RuleReservedName, decision: authorizer.DecisionDeny,
+		who:      "everyone else",
+		requests: "partition paths naming a reserved shard or cluster: names starting with `system:cache` (`" + kcpcache.SystemShard + "`, `" + kcpcache.HeartbeatCluster + "`, ...), or `" + kcpcache.SystemCluster + "`",
+		matches: func(r *request) bool {
+			return r.resource && (kcpcache.IsReservedName(r.scope.Shard) || kcpcache.IsReservedName(r.scope.Cluster))
+		},
+		reason: func(r *request) string {
+			return fmt.Sprintf("partition %s names a shard or cluster reserved for the cache itself", r.scope)
+		},
+	},
+	{
+		name: RulePartitionReads, decision: authorizer.DecisionAllow,
+		who:      "shards, readers, peers",
+		requests: "get, list, watch in every partition and through every wildcard",
+		matches:  func(r *request) bool { return r.resource && r.anyReader && r.read },
+	},
+	{
+		name: RuleOwnPartition, decision: authorizer.DecisionDeny,
+		who:      "shard `<s>`",
+		requests: "writes outside `" + kcpcache.ShardsSegment + "/<s>/" + kcpcache.ClustersSegment + "/<cluster>`, a wildcard cluster included",
+		matches: func(r *request) bool {
+			return r.resource && r.isShard && r.write && (r.scope.Shard != r.shard || r.scope.Cluster == kcpcache.Wildcard)
+		},
+		reason: func(r *request) string {
+			return fmt.Sprintf("shard %q writes only below %s", r.shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: r.shard, Cluster: "{cluster}"}))
+		},
+	},
+	{
+		name: RuleOwnPartitionWrites, decision: authorizer.DecisionAllow,
+		who:      "shard `<s>`",
+		requests: "create, update, patch, delete, deletecollection below `" + kcpcache.ShardsSegment + "/<s>/" + kcpcache.ClustersSegment + "/<cluster>/`",
+		matches:  func(r *request) bool { return r.resource && r.isShard && r.write },
+	},
+	{
+		name: RuleWriters, decision: authorizer.DecisionDeny,
+		who:      "everyone else",
+		requests: "writes",
+		matches:  func(r *request) bool { return r.resource && r.write },
+		reason: func(*request) string {
+			return fmt.Sprintf("only system:masters and the partition's shard (%s<shard>) write", kcpcache.ShardUserPrefix)
+		},
+	},
 }
 
 // isDiscoveryPath: what kubectl and discovery clients read before a request.
@@ -207,6 +377,15 @@ func isDiscoveryPath(p string) bool {
 		}
 	}
 	return p == "/version"
+}
+
+// healthPathsDoc lists the health endpoints in Markdown.
+func healthPathsDoc() string {
+	paths := make([]string, 0, len(kcpcache.HealthPaths))
+	for _, p := range kcpcache.HealthPaths {
+		paths = append(paths, "`"+p+"`")
+	}
+	return strings.Join(paths, ", ")
 }
 
 func inGroup(u user.Info, group string) bool {

@@ -15,6 +15,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -228,6 +229,45 @@ func TestReadersReadAndOthersOnlyProbeHealth(t *testing.T) {
 	if code, _ := call(t, srv.AnonymousConfig(), "GET", scopedPath("*", "*", exportsPath), ""); code != http.StatusUnauthorized {
 		t.Errorf("anonymous list: %d, want 401", code)
 	}
+}
+
+// A metrics reader scrapes /metrics and probes health over HTTPS, and is
+// refused every object, discovery and the cache's own /kcp-cache/* paths.
+func TestMetricsReaderReadsOnlyMetricsAndHealth(t *testing.T) {
+	t.Parallel()
+	srv := cachetest.StartServer(t)
+	ctx := testContext(t)
+	if _, err := dyn(t, srv, "blue", "root").Resource(apiExports).Create(ctx, apiExport("blues", nil), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	scraper := srv.UserConfig(t, "prometheus", kcpcache.MetricsReadersGroup)
+	client, err := discovery.NewDiscoveryClientForConfig(scraper)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := client.RESTClient().Get().AbsPath(kcpcache.MetricsPath).DoRaw(ctx)
+	if err != nil || !strings.Contains(string(body), "# TYPE kcp_cache_") {
+		t.Fatalf("metrics reader scraping %s: %v, %d bytes without the cache's metrics", kcpcache.MetricsPath, err, len(body))
+	}
+	for _, path := range []string{"/healthz", "/livez", "/readyz", "/readyz/ping", "/livez/ping"} {
+		if code, status := call(t, scraper, "GET", path, ""); code != http.StatusOK {
+			t.Errorf("metrics reader probing %s: %d %s", path, code, status.Message)
+		}
+	}
+	blues := scopedPath("blue", "root", exportsPath)
+	expectRefusals(t, srv, scraper, []refusal{
+		{"metrics reader lists */*", "GET", scopedPath("*", "*", exportsPath), "", authorization.RuleDefaultDeny},
+		{"metrics reader gets an object", "GET", blues + "/blues", "", authorization.RuleDefaultDeny},
+		{"metrics reader watches", "GET", blues + "?watch=true", "", authorization.RuleDefaultDeny},
+		{"metrics reader creates", "POST", blues, exportBody("x"), authorization.RuleWriters},
+		{"metrics reader reads the system partition", "GET", crdsPath, "", authorization.RuleSystemPartition},
+		{"metrics reader reads heartbeats", "GET", scopedPath("*", kcpcache.HeartbeatCluster, "/apis/"+kcpcache.HeartbeatResource.GroupVersion().String()+"/"+kcpcache.HeartbeatResource.Resource), "", authorization.RuleReservedName},
+		{"metrics reader discovers", "GET", "/apis", "", authorization.RuleDefaultDeny},
+		{"metrics reader asks a home revision", "GET", kcpcache.RevisionPath + "?shard=blue&resource=apiexports.apis.kcp.io", "", authorization.RuleDefaultDeny},
+		{"metrics reader reads every home revision", "GET", kcpcache.RevisionsPath, "", authorization.RuleDefaultDeny},
+		{"metrics reader reads home claims", "GET", kcpcache.HomesPath, "", authorization.RuleDefaultDeny},
+		{"metrics reader resets metrics", "DELETE", kcpcache.MetricsPath, "", authorization.RuleDefaultDeny},
+	})
 }
 
 // --token-auth-file identities follow the same rules as certificates.
