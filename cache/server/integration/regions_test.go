@@ -586,7 +586,7 @@ func TestShardMovesHome(t *testing.T) {
 	expect(c, "gone=1@a", "one=1@a")
 
 	// The shard moves to c: c adopts it, and until the shard pushes, c
-	// still serves what it mirrored.
+	// serves what it mirrored, as its own objects.
 	c.opts.Flags = func(base func(*options.Options)) func(*options.Options) {
 		return func(o *options.Options) {
 			base(o)
@@ -596,7 +596,8 @@ func TestShardMovesHome(t *testing.T) {
 	if err := c.srv.Restart(ctx, func(o *cachetest.Options) { o.Flags = c.opts.Flags }); err != nil {
 		t.Fatal(err)
 	}
-	expect(c, "gone=1@a", "one=1@a")
+	expect(c, "gone=1@", "one=1@")
+	expect(a, "gone=1@c", "one=1@c")
 	// The shard pushes its partition at c in full: "one" changed, "two" is
 	// new, "gone" was deleted on the shard meanwhile.
 	atC := c.shard(t, "s")
