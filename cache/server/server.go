@@ -344,8 +344,12 @@ func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions 
 // authenticates and authorizes it as a non-resource path (authorization's
 // rules: shards, readers and peers may GET it).
 func (s *Server) serveHomeRevisions(c CompletedConfig) {
+	var elsewhere func(string) (string, int64, bool)
+	if s.homes != nil {
+		elsewhere = s.homes.HomedElsewhere
+	}
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
-		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
+		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch, elsewhere))
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
 		homerevision.RevisionsHandler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
 	if s.homes != nil {

@@ -34,8 +34,11 @@ const (
 // "<resource>:<identity>.<group>") answers a kcpcache.HomeRevisionAnswer from
 // t.Revision, naming this cache and its current epoch. Anything else
 // answers a Kubernetes Status: 400 for missing or malformed parameters,
-// 405 for other methods, 503 while the tracker is not ready or behind.
-func Handler(t *Tracker, name string, epoch func() string) http.Handler {
+// 405 for other methods, 503 while the tracker is not ready or behind, and
+// 503 for a shard that elsewhere reports to be homed at another cache
+// (elsewhere may be nil): a cache that gave a shard up must not confirm a
+// mirror's copy of it, since the shard writes at its new home now.
+func Handler(t *Tracker, name string, epoch func() string, elsewhere func(shard string) (home string, generation int64, ok bool)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
@@ -46,6 +49,13 @@ func Handler(t *Tracker, name string, epoch func() string) http.Handler {
 		if err != nil {
 			writeStatus(w, apierrors.NewBadRequest(err.Error()))
 			return
+		}
+		if elsewhere != nil && shard != kcpcache.Wildcard {
+			if home, gen, ok := elsewhere(shard); ok {
+				w.Header().Set("Retry-After", "1")
+				writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("the home of shard %q is the cache %q (claim generation %d), not this one: ask it", shard, home, gen)))
+				return
+			}
 		}
 		if _, ready := t.Known(shard, gr); !ready {
 			// Not the barrier's timeout: a mirror may ask another instance.

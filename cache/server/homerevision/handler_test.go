@@ -36,7 +36,9 @@ func get(t *testing.T, srv *httptest.Server, method, query string) (*http.Respon
 func TestHandlerAnswersOrRefusesWithAStatus(t *testing.T) {
 	c := homerevision.StartEtcd(t)
 	tr := runTracker(t, c)
-	srv := httptest.NewServer(homerevision.Handler(tr, "east", func() string { return "epoch-1" }))
+	// Shard moved is homed at west by the claims.
+	elsewhere := func(shard string) (string, int64, bool) { return "west", 2, shard == "moved" }
+	srv := httptest.NewServer(homerevision.Handler(tr, "east", func() string { return "epoch-1" }, elsewhere))
 	defer srv.Close()
 
 	// Initialised before the write: the write is above the floor.
@@ -69,6 +71,9 @@ func TestHandlerAnswersOrRefusesWithAStatus(t *testing.T) {
 		{http.MethodGet, "shard=amber&resource=things:.example.com", http.StatusBadRequest, metav1.StatusReasonBadRequest},
 		{http.MethodGet, "shard=amber&resource=things.Example_com", http.StatusBadRequest, metav1.StatusReasonBadRequest},
 		{http.MethodGet, "shard=amber&resource=things:abc123.example.com", http.StatusOK, ""},
+		// A shard homed elsewhere is not confirmed here; the wildcard is.
+		{http.MethodGet, "shard=moved&resource=configmaps", http.StatusServiceUnavailable, metav1.StatusReasonServiceUnavailable},
+		{http.MethodGet, "shard=*&resource=configmaps", http.StatusOK, ""},
 		{http.MethodPost, "shard=amber&resource=configmaps", http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed},
 	} {
 		resp, body := get(t, srv, tt.method, tt.query)
@@ -89,7 +94,7 @@ func TestHandlerAnswersOrRefusesWithAStatus(t *testing.T) {
 // A tracker that has not initialised makes the handler answer 503 at once.
 func TestHandlerAnswersUnavailableBeforeTheTrackerIsReady(t *testing.T) {
 	c := homerevision.StartEtcd(t)
-	srv := httptest.NewServer(homerevision.Handler(homerevision.NewTracker(c, prefix), "east", func() string { return "e" }))
+	srv := httptest.NewServer(homerevision.Handler(homerevision.NewTracker(c, prefix), "east", func() string { return "e" }, nil))
 	defer srv.Close()
 	resp, body := get(t, srv, http.MethodGet, "shard=amber&resource=configmaps")
 	var status metav1.Status

@@ -237,6 +237,9 @@ func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr sche
 	ans, err := p.askRevision(ctx, shard, gr)
 	if err != nil {
 		nf.Reason, nf.Err = ReasonHomeUnreachable, err
+		// The peer may have given the shard up (homerevision.Handler):
+		// read the tables now rather than at the next poll.
+		m.homes.RequestPoll()
 		return kcpcache.HomeRevision{}, nf
 	}
 	if s == nil {

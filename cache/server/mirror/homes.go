@@ -205,6 +205,16 @@ func (h *Homes) Lookup(shard string) (kcpcache.HomeClaim, string, bool) {
 	return c, h.conflicts[shard], ok
 }
 
+// HomedElsewhere returns the home and generation of shard's claim when it
+// names another cache, with no conflict.
+func (h *Homes) HomedElsewhere(shard string) (string, int64, bool) {
+	c, conflict, ok := h.Lookup(shard)
+	if !ok || conflict != "" || c.Home == h.cfg.Self {
+		return "", 0, false
+	}
+	return c.Home, c.Generation, true
+}
+
 // known returns every claim known, and the conflicts.
 func (h *Homes) known() ([]kcpcache.HomeClaim, map[string]string) {
 	h.mu.Lock()
