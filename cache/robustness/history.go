@@ -71,6 +71,19 @@ func (r *Recorder) Record(op Op) {
 	r.h.Ops = append(r.h.Ops, op)
 }
 
+// moveClient is the client of the home moves in a history.
+const moveClient = 1 << 20
+
+// RecordMove adds the move of the partition's home, from call to ret, as
+// an operation on every key (OpMove).
+func (r *Recorder) RecordMove(keys []string, call, ret int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, k := range keys {
+		r.h.Ops = append(r.h.Ops, Op{Client: moveClient, Input: Input{Op: OpMove, Key: k}, Output: Output{Status: StatusOK}, Call: call, Return: ret})
+	}
+}
+
 // RecordStale adds a stale read.
 func (r *Recorder) RecordStale(read StaleRead) {
 	r.mu.Lock()
@@ -138,6 +151,7 @@ func Check(h History, timeout time.Duration) Report {
 	ops := make([]porcupine.Operation, 0, len(h.Ops))
 	for _, op := range h.Ops {
 		switch {
+		case op.Input.Op == OpMove:
 		case op.Input.Op == OpGet:
 			rep.Reads++
 			if op.Input.At > 0 {

@@ -14,6 +14,11 @@ const (
 	OpUpdate = "update" // with the resourceVersion the writer read (optimistic concurrency)
 	OpDelete = "delete"
 	OpGet    = "get" // a consistent read (no resourceVersion)
+	// OpMove is the partition's home moving to another cache: the key
+	// keeps its existence and value, and its resourceVersion becomes one
+	// of the new home's etcd, which the history learns from the next
+	// answer.
+	OpMove = "move"
 )
 
 // Answers, as the model distinguishes them.
@@ -118,6 +123,13 @@ func step(s state, in Input, out Output) []state {
 				return []state{s, {}}
 			}
 			return []state{s}
+		}
+	case OpMove:
+		if out.Status == StatusOK {
+			if !s.Exists {
+				return []state{s}
+			}
+			return []state{{true, s.Value, unknownRV}}
 		}
 	case OpGet:
 		switch out.Status {

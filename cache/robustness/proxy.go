@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -41,6 +42,14 @@ type Proxy struct {
 	mu       sync.Mutex
 	answers  map[string][]byte // earlier answers of consistent object reads, by path
 	flip     atomic.Int64
+
+	// upstream is where requests go (Retarget changes it); a request
+	// forwarded there ends when the next Retarget cancels gen.
+	upstreamMu sync.Mutex
+	target     *url.URL
+	transport  http.RoundTripper
+	gen        context.Context
+	cancelGen  context.CancelFunc
 }
 
 // NewProxy forwards to target through transport.
@@ -51,12 +60,17 @@ func NewProxy(target *url.URL, transport http.RoundTripper) (*Proxy, error) {
 	}
 	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, answers: map[string][]byte{}}
 	p.fault.Store(SeededFault(""))
+	p.Retarget(target, transport)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
+			target, _, _ := p.upstream()
 			r.SetURL(target)
 			r.Out.Host = target.Host
 		},
-		Transport:      transport,
+		Transport: roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			_, transport, _ := p.upstream()
+			return transport.RoundTrip(req)
+		}),
 		FlushInterval:  -1,
 		ModifyResponse: p.modify,
 	}
@@ -66,10 +80,34 @@ func NewProxy(target *url.URL, transport http.RoundTripper) (*Proxy, error) {
 			_, _ = w.Write(body)
 			return
 		}
-		rp.ServeHTTP(w, req)
+		// A request forwarded to the old upstream (a watch) ends at the
+		// next Retarget.
+		_, _, gen := p.upstream()
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		defer context.AfterFunc(gen, cancel)()
+		rp.ServeHTTP(w, req.WithContext(ctx))
 	})}
 	go func() { _ = p.server.Serve(l) }()
 	return p, nil
+}
+
+// Retarget sends every request from now on to target through transport,
+// and ends the requests forwarded before (a partition's home moved).
+func (p *Proxy) Retarget(target *url.URL, transport http.RoundTripper) {
+	p.upstreamMu.Lock()
+	defer p.upstreamMu.Unlock()
+	if p.cancelGen != nil {
+		p.cancelGen()
+	}
+	p.target, p.transport = target, transport
+	p.gen, p.cancelGen = context.WithCancel(context.Background())
+}
+
+func (p *Proxy) upstream() (*url.URL, http.RoundTripper, context.Context) {
+	p.upstreamMu.Lock()
+	defer p.upstreamMu.Unlock()
+	return p.target, p.transport, p.gen
 }
 
 // Enable switches fault on (empty: none).
@@ -78,7 +116,13 @@ func (p *Proxy) Enable(fault SeededFault) { p.fault.Store(fault) }
 func (p *Proxy) active(f SeededFault) bool { return p.fault.Load().(SeededFault) == f }
 
 // Close stops the proxy.
-func (p *Proxy) Close() error { return p.server.Close() }
+func (p *Proxy) Close() error {
+	err := p.server.Close()
+	p.upstreamMu.Lock()
+	p.cancelGen()
+	p.upstreamMu.Unlock()
+	return err
+}
 
 // isConsistentObjectRead: a GET of one object without a resourceVersion.
 func isConsistentObjectRead(req *http.Request) bool {

@@ -2,6 +2,7 @@ package robustness
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -25,6 +26,7 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
 )
@@ -44,6 +46,9 @@ type cluster struct {
 	parts []*partition
 	// faultList are the shape's faults, injected in turn.
 	faultList []fault
+	// spaces rank the shape's caches, whose etcds make the revisions of a
+	// partition whose home moves (spaces.go); zero when none moves.
+	spaces HomeSpaces
 	// afterTraffic, when set, is the shape's last step, once the traffic
 	// and the watches ended and every key was read: a fault whose
 	// outcome is checked on its own (the histories end before it).
@@ -61,6 +66,10 @@ type partition struct {
 	readers []dynamic.ResourceInterface
 	// stale read the partition with resourceVersion=0 at its mirrors.
 	stale []*StaleReader
+	// gate, when set, holds the writes while the shape moves the
+	// partition's home; rec is the partition's history in the run.
+	gate *MoveGate
+	rec  *Recorder
 }
 
 func startOneCache(t *testing.T) *cluster {
@@ -191,21 +200,8 @@ func (c *cluster) readAlsoAt(t *testing.T, srvs ...*cachetest.Server) {
 func scopedConfig(srv *cachetest.Server, shard string) *rest.Config {
 	cfg := srv.Config()
 	cfg.Host += kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})
-	// A mirror's copy says the home's resourceVersion in its bookkeeping
-	// (rvOf), which a reader gets only when it asks.
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-			req = req.Clone(req.Context())
-			req.Header.Set(kcpcache.CopyBookkeepingHeader, "keep")
-			return rt.RoundTrip(req)
-		})
-	})
-	return cfg
+	return AskBookkeeping(cfg)
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
 
 // scopedReader reads shard's partition at srv as its admin.
 func scopedReader(t *testing.T, srv *cachetest.Server, shard string) dynamic.ResourceInterface {
@@ -239,13 +235,14 @@ func startRegions(t *testing.T) *cluster {
 	links := map[string]*cachetest.LinkCutter{"a-b": cachetest.NewLinkCutter(), "b-c": cachetest.NewLinkCutter(), "a-c": cachetest.NewLinkCutter()}
 	via := func(from, to, host string) string { return links[pair(from, to)].Via(t, host) }
 	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, names...)
-	c := &cluster{srv: regions["a"].Srv}
+	// sa's home moves from a to b: b ranks above a.
+	c := &cluster{srv: regions["a"].Srv, spaces: NewHomeSpaces(names...)}
 	for _, home := range names {
 		p := partitionAt(t, regions[home].Srv, "s"+home)
 		for _, other := range names {
-			if other != home {
+			if other != home || home == "a" {
 				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard))
-				stale, err := NewStaleReader(client.Unthrottled(scopedConfig(regions[other].Srv, p.shard)))
+				stale, err := NewStaleReader(client.Unthrottled(scopedConfig(regions[other].Srv, p.shard)), c.spaces)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -258,6 +255,9 @@ func startRegions(t *testing.T) *cluster {
 	// restored from the latest backup once the traffic ends.
 	backup := &homeBackup{dir: t.TempDir()}
 	c.faultList = append(c.faultList, backup.of("c", regions["c"].Srv))
+	moving := c.parts[0]
+	moving.gate = NewMoveGate("a")
+	c.faultList = append(c.faultList, homeMoveOf(t, moving, regions, "a", "b"))
 	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", slices.Collect(maps.Values(links)))
 	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
 		c.faultList = append(c.faultList,
@@ -266,13 +266,151 @@ func startRegions(t *testing.T) *cluster {
 			restoreOf("link "+l.link, links[l.link]))
 	}
 	c.faultList = append(c.faultList,
-		strayWriteOf(t, regions["b"].Srv, "b", "sa"),
+		strayWriteOf(t, regions["c"].Srv, "c", "sa"),
 		compactionOf(regions["a"].Srv.EtcdClient),
 		strayWriteOf(t, regions["c"].Srv, "c", "sb"),
 		compactionOf(regions["b"].Srv.EtcdClient),
 		strayWriteOf(t, regions["a"].Srv, "a", "sc"),
 		compactionOf(regions["c"].Srv.EtcdClient))
 	return c
+}
+
+// homeMoveOf moves p's home from one cache to another as an operator
+// does (docs/regions.md, "Moving a shard's home"), once: with the shard's
+// writes held (p.gate) and the new home's copy confirmed current, the new
+// home is restarted with --adopt-shard, the shard is pointed at it (p's
+// proxy), and the writes go on once every cache's table names it. The
+// move is an operation on every key of the history (OpMove): the keys keep
+// their values, their revisions become the new home's. The flag acts once
+// per cache and shard; later turns only say so.
+func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region, from, to string) fault {
+	t.Helper()
+	shardCfg := regions[to].Srv.ShardConfig(t, p.shard)
+	transport, err := rest.TransportFor(shardCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := url.Parse(shardCfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	atNewHome := scopedReader(t, regions[to].Srv, p.shard)
+	moved := false
+	return func(_ context.Context, t *testing.T, note func(string)) {
+		if moved {
+			note(fmt.Sprintf("the home of %s stays at %s (--adopt-shard acts once)", p.shard, to))
+			return
+		}
+		moved = true
+		ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
+		defer cancel()
+		err := p.gate.Move(func() (string, error) {
+			call := p.rec.Now()
+			// Every write is held: once the new home answers a
+			// consistent read, its copy holds every acknowledged one.
+			if err := cachetest.Poll(ctx, func(ctx context.Context) error {
+				_, err := atNewHome.List(ctx, metav1.ListOptions{})
+				return err
+			}); err != nil {
+				return "", fmt.Errorf("%s confirming its copy of %s: %w", to, p.shard, err)
+			}
+			srv := regions[to].Srv
+			if err := srv.Restart(ctx, func(o *cachetest.Options) {
+				base := o.Flags
+				o.Flags = func(opts *options.Options) {
+					if base != nil {
+						base(opts)
+					}
+					opts.Hierarchy.AdoptShards = append(opts.Hierarchy.AdoptShards, p.shard)
+				}
+			}); err != nil {
+				return "", fmt.Errorf("restarting %s with --adopt-shard=%s: %w", to, p.shard, err)
+			}
+			p.proxy.Retarget(target, transport)
+			for _, r := range regions {
+				if err := cachetest.Poll(ctx, func(ctx context.Context) error {
+					return homeIs(ctx, r.Srv, p.shard, to)
+				}); err != nil {
+					return "", fmt.Errorf("%s learning that %s moved to %s: %w", r.Name, p.shard, to, err)
+				}
+			}
+			// And the writes stay held until every cache holds what the
+			// new home holds, as the new home's: the move itself must
+			// hide nothing, before the shard writes again.
+			want, err := keysAt(ctx, atNewHome, "")
+			if err != nil {
+				return "", fmt.Errorf("listing %s at %s: %w", p.shard, to, err)
+			}
+			for _, r := range regions {
+				if r.Name == to {
+					continue
+				}
+				reader := scopedReader(t, r.Srv, p.shard)
+				if err := cachetest.Poll(ctx, func(ctx context.Context) error {
+					got, err := keysAt(ctx, reader, to)
+					if err == nil && !slices.Equal(got, want) {
+						err = fmt.Errorf("holds %v as %s's, %s holds %v", got, to, to, want)
+					}
+					return err
+				}); err != nil {
+					return "", fmt.Errorf("%s following %s's move to %s: %w", r.Name, p.shard, to, err)
+				}
+			}
+			keys := make([]string, trafficKeys)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k%d", i)
+			}
+			p.rec.RecordMove(keys, call, p.rec.Now())
+			return to, nil
+		})
+		if err != nil {
+			t.Errorf("moving the home of %s from %s to %s: %v", p.shard, from, to, err)
+			return
+		}
+		note(fmt.Sprintf("the home of %s moved from %s to %s", p.shard, from, to))
+	}
+}
+
+// keysAt lists the keys r holds now (resourceVersion=0), those held as
+// home's copies only when home is set.
+func keysAt(ctx context.Context, r dynamic.ResourceInterface, home string) ([]string, error) {
+	list, err := r.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, u := range list.Items {
+		if home == "" || u.GetAnnotations()[kcpcache.AnnotationHome] == home {
+			keys = append(keys, u.GetName())
+		}
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// homeIs checks that srv's table of home claims names home for shard.
+func homeIs(ctx context.Context, srv *cachetest.Server, shard, home string) error {
+	hc, err := rest.HTTPClientFor(srv.Config())
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(srv.Config().Host, kcpcache.HomesPath)+"?shard="+shard, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var ans kcpcache.HomesAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		return err
+	}
+	if len(ans.Claims) != 1 || ans.Claims[0].Home != home || ans.Claims[0].ConflictsWith != "" {
+		return fmt.Errorf("claims of %s: %+v", shard, ans.Claims)
+	}
+	return nil
 }
 
 // strayWriteOf writes shard's keys at srv (named at), a cache that is not
@@ -363,7 +501,7 @@ func partitionAt(t *testing.T, srv *cachetest.Server, shard string) *partition {
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
 	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})}
-	cfg = client.Unthrottled(cfg)
+	cfg = AskBookkeeping(client.Unthrottled(cfg))
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -378,8 +516,9 @@ func partitionAt(t *testing.T, srv *cachetest.Server, shard string) *partition {
 func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Context, note func(string), n int)) Report {
 	t.Helper()
 	recs := make([]*Recorder, len(c.parts))
-	for i := range c.parts {
+	for i, p := range c.parts {
 		recs[i] = NewRecorder()
+		p.rec = recs[i]
 	}
 	// A fault is part of every partition's history.
 	note := func(what string) {
@@ -393,7 +532,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	var wg sync.WaitGroup
 	events := make([][]WatchEvent, len(c.parts))
 	for i, p := range c.parts {
-		wg.Go(func() { events[i] = Watch(watchCtx, p.client) })
+		wg.Go(func() { events[i] = Watch(watchCtx, p.client, c.spaces) })
 	}
 	if inject != nil {
 		wg.Go(func() {
@@ -416,7 +555,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	traffic := make([]Traffic, len(c.parts))
 	var trafficWG sync.WaitGroup
 	for i, p := range c.parts {
-		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i]}
+		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i], Spaces: c.spaces, Gate: p.gate}
 		trafficWG.Go(func() { traffic[i].Run(ctx, p.client) })
 	}
 	trafficWG.Wait()

@@ -46,6 +46,57 @@ type Traffic struct {
 	StaleReaders []*StaleReader
 	// Rec records every operation.
 	Rec *Recorder
+	// Spaces place the revisions of the caches (spaces.go).
+	Spaces HomeSpaces
+	// Gate, when set, is held by the writes while a shape moves the
+	// partition's home (MoveGate).
+	Gate *MoveGate
+}
+
+// MoveGate lets a shape move a partition's home under traffic: the move
+// waits for the writes under way and holds new ones until every cache
+// follows the new home, so that no write is acknowledged by a home that
+// another cache still confirms reads with. An update whose resourceVersion
+// was read from the old home is not sent after the move (it would name a
+// revision of another etcd, which the new home could hold by chance).
+type MoveGate struct {
+	mu sync.RWMutex
+	// home is the partition's home now.
+	home string
+}
+
+// NewMoveGate is the gate of a partition homed at home.
+func NewMoveGate(home string) *MoveGate { return &MoveGate{home: home} }
+
+// enter admits a write: false for an update read from a home the
+// partition has left (nothing to release then).
+func (g *MoveGate) enter(in Input, spaces HomeSpaces) bool {
+	if g == nil {
+		return true
+	}
+	g.mu.RLock()
+	if in.Op == OpUpdate && spaceOf(in.FromRV) != spaces.rank(g.home) {
+		g.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (g *MoveGate) leave() {
+	if g != nil {
+		g.mu.RUnlock()
+	}
+}
+
+// Move runs move with every write held; move returns the new home.
+func (g *MoveGate) Move(move func() (string, error)) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	home, err := move()
+	if err == nil {
+		g.home = home
+	}
+	return err
 }
 
 // requestTimeout bounds every request: a write that times out has an
@@ -100,13 +151,14 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, key string, at int) *Output {
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	rctx, by := withAnswer(rctx)
 	call := tr.Rec.Now()
 	u, err := c.Get(rctx, key, metav1.GetOptions{})
 	ret := tr.Rec.Now()
 	var out Output
 	switch {
 	case err == nil:
-		out = Output{Status: StatusOK, Value: valueOf(u), RV: rvOf(u)}
+		out = Output{Status: StatusOK, Value: valueOf(u), RV: tr.Spaces.rvOf(u, by.by())}
 	case apierrors.IsNotFound(err):
 		out = Output{Status: StatusNotFound}
 	default:
@@ -132,8 +184,13 @@ func (tr Traffic) GetAll(ctx context.Context, c dynamic.ResourceInterface) error
 }
 
 func (tr Traffic) write(ctx context.Context, c dynamic.ResourceInterface, id int, in Input) {
+	if !tr.Gate.enter(in, tr.Spaces) {
+		return
+	}
+	defer tr.Gate.leave()
 	rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
+	rctx, by := withAnswer(rctx)
 	call := tr.Rec.Now()
 	var u *unstructured.Unstructured
 	var err error
@@ -141,7 +198,7 @@ func (tr Traffic) write(ctx context.Context, c dynamic.ResourceInterface, id int
 	case OpCreate:
 		u, err = c.Create(rctx, object(in.Key, in.Value, 0), metav1.CreateOptions{})
 	case OpUpdate:
-		u, err = c.Update(rctx, object(in.Key, in.Value, in.FromRV), metav1.UpdateOptions{})
+		u, err = c.Update(rctx, object(in.Key, in.Value, raw(in.FromRV)), metav1.UpdateOptions{})
 	case OpDelete:
 		err = c.Delete(rctx, in.Key, metav1.DeleteOptions{})
 	}
@@ -149,7 +206,7 @@ func (tr Traffic) write(ctx context.Context, c dynamic.ResourceInterface, id int
 	var out Output
 	switch {
 	case err == nil && u != nil:
-		out = Output{Status: StatusOK, Value: valueOf(u), RV: rvOf(u)}
+		out = Output{Status: StatusOK, Value: valueOf(u), RV: tr.Spaces.rvOf(u, by.by())}
 	case err == nil:
 		out = Output{Status: StatusOK}
 	case apierrors.IsAlreadyExists(err):
@@ -182,37 +239,36 @@ func valueOf(u *unstructured.Unstructured) string {
 	return v
 }
 
-// rvOf is the object's resourceVersion at its home: a mirror's copy
-// records it (kcpcache.AnnotationHomeResourceVersion), since its own
-// resourceVersion is a revision of the mirror's etcd.
-func rvOf(u *unstructured.Unstructured) int64 {
-	raw := u.GetResourceVersion()
-	if home, ok := u.GetAnnotations()[kcpcache.AnnotationHomeResourceVersion]; ok {
-		raw = home
-	}
-	rv, _ := strconv.ParseInt(raw, 10, 64)
+func parseRV(v string) int64 {
+	rv, _ := strconv.ParseInt(v, 10, 64)
 	return rv
 }
 
 // Watch lists and watches the partition until ctx ends, resuming every
 // ended watch from the last revision it delivered, and relisting after
-// 410 Gone; it returns every event, by session.
-func Watch(ctx context.Context, c dynamic.ResourceInterface) []WatchEvent {
+// 410 Gone, or when another cache answers than the one the chain started
+// at (the partition's home moved: its revisions are another etcd's, and
+// the chain ends as at a 410); it returns every event, by session.
+func Watch(ctx context.Context, c dynamic.ResourceInterface, spaces HomeSpaces) []WatchEvent {
 	var events []WatchEvent
 	session := 0
 	var from int64
+	var at string
 	relist := true
 	for ctx.Err() == nil {
 		if relist {
-			list, err := c.List(ctx, metav1.ListOptions{})
+			lctx, by := withAnswer(ctx)
+			list, err := c.List(lctx, metav1.ListOptions{})
 			if err != nil {
 				pause(ctx)
 				continue
 			}
-			from, _ = strconv.ParseInt(list.GetResourceVersion(), 10, 64)
+			at = by.by()
+			from = spaces.tag(at, parseRV(list.GetResourceVersion()))
 			relist = false
 		}
-		w, err := c.Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(from, 10), AllowWatchBookmarks: true})
+		wctx, by := withAnswer(ctx)
+		w, err := c.Watch(wctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(raw(from), 10), AllowWatchBookmarks: true})
 		if err != nil {
 			if apierrors.IsGone(err) || apierrors.IsResourceExpired(err) {
 				events = append(events, WatchEvent{Session: session, FromRV: from, Type: "GONE"})
@@ -220,6 +276,15 @@ func Watch(ctx context.Context, c dynamic.ResourceInterface) []WatchEvent {
 				session++
 			}
 			pause(ctx)
+			continue
+		}
+		if by.by() != at {
+			// Another cache's etcd: its revisions do not continue the
+			// chain's.
+			w.Stop()
+			events = append(events, WatchEvent{Session: session, FromRV: from, Type: "GONE"})
+			relist = true
+			session++
 			continue
 		}
 		start := from
@@ -235,7 +300,7 @@ func Watch(ctx context.Context, c dynamic.ResourceInterface) []WatchEvent {
 			if !ok {
 				continue
 			}
-			rv := rvOf(u)
+			rv := spaces.rvOf(u, at)
 			events = append(events, WatchEvent{Session: session, FromRV: start, Type: string(ev.Type), Key: u.GetName(), Value: valueOf(u), RV: rv})
 			from = max(from, rv)
 		}
@@ -257,18 +322,19 @@ func pause(ctx context.Context) {
 // StaleReader reads a partition at a mirror with resourceVersion=0, over
 // HTTP, for the answer's headers.
 type StaleReader struct {
+	spaces    HomeSpaces
 	transport http.RoundTripper
 	// url is the resource's collection in the partition at the mirror.
 	url string
 }
 
 // NewStaleReader reads the partition cfg's host is scoped to.
-func NewStaleReader(cfg *rest.Config) (*StaleReader, error) {
+func NewStaleReader(cfg *rest.Config, spaces HomeSpaces) (*StaleReader, error) {
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &StaleReader{transport: rt, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
+	return &StaleReader{spaces: spaces, transport: rt, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
 }
 
 // clientWith is a client of the mirror whose answers pass memory, as
@@ -310,7 +376,7 @@ func (s *StaleReader) read(ctx context.Context, hc *http.Client, rec *Recorder, 
 		if err := u.UnmarshalJSON(body); err != nil {
 			return
 		}
-		read.Status, read.Value, read.RV = StatusOK, valueOf(u), rvOf(u)
+		read.Status, read.Value, read.RV = StatusOK, valueOf(u), s.spaces.rvOf(u, resp.Header.Get(kcpcache.CacheNameHeader))
 	case http.StatusNotFound:
 		read.Status = StatusNotFound
 	default:
@@ -318,9 +384,11 @@ func (s *StaleReader) read(ctx context.Context, hc *http.Client, rec *Recorder, 
 	}
 	var ok bool
 	read.Header = resp.Header.Get(kcpcache.HomeRevisionHeader)
-	if read.HomeRevision, ok = headerRevision(read.Header); !ok {
+	home, revision, ok := headerRevision(read.Header)
+	if !ok {
 		return
 	}
+	read.HomeRevision = s.spaces.tag(home, revision)
 	if read.Age, ok = headerAge(resp.Header.Get(kcpcache.FreshnessAgeHeader)); !ok {
 		return
 	}
@@ -330,17 +398,17 @@ func (s *StaleReader) read(ctx context.Context, hc *http.Client, rec *Recorder, 
 // headerRevision reads the revision of "<home>=<epoch>/<revision>", the
 // one home of a partition; a reading of the documented form, written here
 // so that the check does not lean on the cache's own parser.
-func headerRevision(v string) (int64, bool) {
-	_, value, ok := strings.Cut(v, "=")
+func headerRevision(v string) (string, int64, bool) {
+	home, value, ok := strings.Cut(v, "=")
 	if !ok || strings.Contains(value, ",") {
-		return 0, false
+		return "", 0, false
 	}
 	_, raw, ok := strings.Cut(value, "/")
 	if !ok {
-		return 0, false
+		return "", 0, false
 	}
 	rev, err := strconv.ParseInt(raw, 10, 64)
-	return rev, err == nil
+	return home, rev, err == nil
 }
 
 // headerAge reads "<home>=<seconds>".
