@@ -47,7 +47,7 @@ const CauseEtcdUnavailable = "EtcdUnavailable"
 const etcdRetryAfterSeconds = 1
 
 // etcdTryAgain are the messages of etcd's errors that mean "try again",
-// whatever gRPC code carries them (raft's "stopped" arrives as Unknown) and
+// whatever gRPC code carries them (raft's arrive as Unknown) and
 // however an error on the way wrapped them.
 var etcdTryAgain = []string{
 	"etcdserver: request timed out", // and its variants: "..., possibly due to previous leader failure", ...
@@ -57,6 +57,7 @@ var etcdTryAgain = []string{
 	"etcdserver: too many requests",
 	"etcdserver: unhealthy cluster",
 	"raft: stopped",
+	"raft proposal dropped", // no leader to take a write
 }
 
 // isEtcdUnavailable reports whether err is etcd, or the etcd client, saying

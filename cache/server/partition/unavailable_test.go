@@ -112,6 +112,7 @@ func TestEtcdErrorsThatMeanTryAgainAnswer503(t *testing.T) {
 		// As gRPC statuses: etcd's own, raft's (Unknown), the transport's.
 		{"gRPC leader changed", rpctypes.ErrGRPCLeaderChanged, 503},
 		{"raft stopped", status.Error(codes.Unknown, "raft: stopped"), 503},
+		{"raft proposal dropped", status.Error(codes.Unknown, "raft proposal dropped"), 503},
 		{"connection refused", status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:2379: connect: connection refused"`), 503},
 		{"connection closed", status.Error(codes.Unavailable, "error reading from server: EOF"), 503},
 		{"gRPC deadline", status.Error(codes.DeadlineExceeded, "context deadline exceeded"), 503},
