@@ -285,39 +285,6 @@ func (p PreparedServer) Run(ctx context.Context) error {
 	return err
 }
 
-// watchEmbeddedEtcd calls endRun when the embedded etcd stops before ctx
-// ends: the server closes its etcd only after Run's run has returned, so
-// whatever stops it earlier (a fatal error, its removal from its group, a
-// kill) is a failure. The function it returns waits, once ctx has ended,
-// until the watch has, and returns the failure, or nil.
-func (s *Server) watchEmbeddedEtcd(ctx context.Context, endRun context.CancelFunc) func() error {
-	if s.etcd == nil {
-		return func() error { return nil }
-	}
-	var failure error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		select {
-		case <-ctx.Done():
-			return
-		case err := <-s.etcd.Err():
-			failure = ErrEmbeddedEtcdStopped
-			if err != nil {
-				failure = fmt.Errorf("%w: %w", ErrEmbeddedEtcdStopped, err)
-			}
-		case <-s.etcd.Stopped():
-			failure = ErrEmbeddedEtcdStopped
-		}
-		klog.FromContext(ctx).Error(failure, "Stopping the cache server: it cannot serve without its etcd")
-		endRun()
-	}()
-	return func() error {
-		<-done
-		return failure
-	}
-}
-
 // Close stops the server, in this order:
 //
 //  1. A Run in progress ends: the API server stops serving and drains. Its
@@ -366,21 +333,6 @@ func (s *Server) stop() {
 			s.profiler.Close()
 		}
 	})
-}
-
-// embeddedEtcdStopped reports whether the embedded etcd has stopped before
-// the server closed it: there is nothing to record the epoch in (Flush
-// would wait for its timeout).
-func (s *Server) embeddedEtcdStopped() bool {
-	if s.etcd == nil {
-		return false
-	}
-	select {
-	case <-s.etcd.Stopped():
-		return true
-	default:
-		return false
-	}
 }
 
 // runMirror runs the claims' loop (adoption, the peers' tables) and the
