@@ -15,7 +15,10 @@
 //     write that made it acknowledged;
 //   - convergence: after the faults, a final consistent read of every key is
 //     part of the history, so nothing acknowledged is missing and nothing
-//     deleted comes back.
+//     deleted comes back;
+//   - no 500 (answers.go): every 5xx answer a client received is counted by
+//     status and reason; a 500 fails the run (a fault the cache answers, an
+//     etcd that cannot serve included, is a 503 with Retry-After).
 //
 // Faults (robustness_test.go) are restarts of the cache server on its data and etcd
 // compactions. Seeded faults (proxy.go) are deliberate bugs a test switches

@@ -45,6 +45,8 @@ type History struct {
 	Faults []string `json:"faults"`
 	// StaleReads are the reads with resourceVersion=0 at mirrors.
 	StaleReads []StaleRead `json:"staleReads,omitempty"`
+	// ServerErrors are the 5xx answers the clients received (Answers).
+	ServerErrors []ServerError `json:"serverErrors,omitempty"`
 }
 
 // Recorder collects a history from concurrent clients.
@@ -91,6 +93,13 @@ func (r *Recorder) RecordStale(read StaleRead) {
 	r.h.StaleReads = append(r.h.StaleReads, read)
 }
 
+// AddServerErrors adds the 5xx answers the clients received.
+func (r *Recorder) AddServerErrors(errs []ServerError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.ServerErrors = append(r.h.ServerErrors, errs...)
+}
+
 // Fault records an injected fault.
 func (r *Recorder) Fault(what string) {
 	r.mu.Lock()
@@ -112,13 +121,14 @@ func (r *Recorder) History() History {
 	h := r.h
 	h.Ops = append([]Op(nil), r.h.Ops...)
 	h.StaleReads = append([]StaleRead(nil), r.h.StaleReads...)
+	h.ServerErrors = append([]ServerError(nil), r.h.ServerErrors...)
 	sort.SliceStable(h.Ops, func(i, j int) bool { return h.Ops[i].Call < h.Ops[j].Call })
 	return h
 }
 
 // Violation is one broken promise, named, with what shows it.
 type Violation struct {
-	Check   string `json:"check"` // "linearizability", "watch-order", "watch-duplicate", "watch-gap", "watch-content"
+	Check   string `json:"check"` // "linearizability", "watch-order", "watch-duplicate", "watch-gap", "watch-content", "internal-error"
 	Details string `json:"details"`
 }
 
@@ -142,7 +152,10 @@ type Report struct {
 	Faults                        []string
 	// UnknownErrors are the errors of the writes of unknown outcome.
 	UnknownErrors []string
-	Violations    []Violation
+	// ServerErrors counts the 5xx answers the clients received by status
+	// and reason ("503 ServiceUnavailable"); each 500 is also a violation.
+	ServerErrors map[string]int
+	Violations   []Violation
 }
 
 // Check checks a history against the models.
@@ -183,6 +196,9 @@ func Check(h History, timeout time.Duration) Report {
 			rep.TimeTravelRefused++
 		}
 	}
+	var internal []Violation
+	rep.ServerErrors, internal = checkServerErrors(h.ServerErrors)
+	rep.Violations = append(rep.Violations, internal...)
 	rep.Violations = append(rep.Violations, checkStaleReads(h)...)
 	rep.Violations = append(rep.Violations, checkTimeTravel(h)...)
 	return rep

@@ -65,7 +65,9 @@ func (b *homeBackup) restoreAndCheck(regions map[string]*cachetest.Region, home,
 			l.Restore()
 		}
 		last := map[string]string{}
-		atHome := scopedReader(t, regions[home].Srv, shard)
+		// The check's own reads, not the traffic's: their 5xx answers are
+		// judged here, not counted in a history.
+		atHome := scopedReader(t, regions[home].Srv, shard, &Answers{})
 		for i := range trafficKeys {
 			key := fmt.Sprintf("k%d", i)
 			v, err := stateOf(ctx, atHome, key, metav1.GetOptions{})
@@ -80,7 +82,7 @@ func (b *homeBackup) restoreAndCheck(regions map[string]*cachetest.Region, home,
 			if name == home {
 				continue
 			}
-			mirrors[name] = scopedReader(t, r.Srv, shard)
+			mirrors[name] = scopedReader(t, r.Srv, shard, &Answers{})
 			err := cachetest.Poll(ctx, func(ctx context.Context) error {
 				for key, want := range last {
 					if got, err := stateOf(ctx, mirrors[name], key, metav1.GetOptions{}); err != nil || got != want {

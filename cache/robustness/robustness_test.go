@@ -66,6 +66,8 @@ type partition struct {
 	readers []dynamic.ResourceInterface
 	// stale read the partition with resourceVersion=0 at its mirrors.
 	stale []*StaleReader
+	// answers watches the answers to every client above.
+	answers *Answers
 	// gate, when set, holds the writes while the shape moves the
 	// partition's home; rec is the partition's history in the run.
 	gate *MoveGate
@@ -192,7 +194,7 @@ func groupWhole(ctx context.Context, etcd *clientv3.Client, clientURLs []string)
 func (c *cluster) readAlsoAt(t *testing.T, srvs ...*cachetest.Server) {
 	t.Helper()
 	for _, srv := range srvs {
-		c.parts[0].readers = append(c.parts[0].readers, scopedReader(t, srv, c.parts[0].shard))
+		c.parts[0].readers = append(c.parts[0].readers, scopedReader(t, srv, c.parts[0].shard, c.parts[0].answers))
 	}
 }
 
@@ -203,10 +205,12 @@ func scopedConfig(srv *cachetest.Server, shard string) *rest.Config {
 	return AskBookkeeping(cfg)
 }
 
-// scopedReader reads shard's partition at srv as its admin.
-func scopedReader(t *testing.T, srv *cachetest.Server, shard string) dynamic.ResourceInterface {
+// scopedReader reads shard's partition at srv as its admin, its answers
+// watched by answers.
+func scopedReader(t *testing.T, srv *cachetest.Server, shard string, answers *Answers) dynamic.ResourceInterface {
 	t.Helper()
 	cfg := scopedConfig(srv, shard)
+	cfg.Wrap(answers.Wrap)
 	d, err := dynamic.NewForConfig(client.Unthrottled(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -241,8 +245,10 @@ func startRegions(t *testing.T) *cluster {
 		p := partitionAt(t, regions[home].Srv, "s"+home)
 		for _, other := range names {
 			if other != home || home == "a" {
-				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard))
-				stale, err := NewStaleReader(client.Unthrottled(scopedConfig(regions[other].Srv, p.shard)), c.spaces)
+				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard, p.answers))
+				staleCfg := scopedConfig(regions[other].Srv, p.shard)
+				staleCfg.Wrap(p.answers.Wrap)
+				stale, err := NewStaleReader(client.Unthrottled(staleCfg), c.spaces)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -294,7 +300,9 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 	if err != nil {
 		t.Fatal(err)
 	}
-	atNewHome := scopedReader(t, regions[to].Srv, p.shard)
+	// The move's own reads are not the traffic's: their answers are not
+	// counted.
+	atNewHome := scopedReader(t, regions[to].Srv, p.shard, &Answers{})
 	moved := false
 	return func(_ context.Context, t *testing.T, note func(string)) {
 		if moved {
@@ -345,7 +353,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 				if r.Name == to {
 					continue
 				}
-				reader := scopedReader(t, r.Srv, p.shard)
+				reader := scopedReader(t, r.Srv, p.shard, &Answers{})
 				if err := cachetest.Poll(ctx, func(ctx context.Context) error {
 					got, err := keysAt(ctx, reader, to)
 					if err == nil && !slices.Equal(got, want) {
@@ -500,14 +508,15 @@ func partitionAt(t *testing.T, srv *cachetest.Server, shard string) *partition {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = proxy.Close() })
-	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})}
+	answers := &Answers{}
+	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"}), WrapTransport: answers.Wrap}
 	cfg = AskBookkeeping(client.Unthrottled(cfg))
 	d, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	written := d.Resource(Resource)
-	return &partition{shard: shard, proxy: proxy, client: written, readers: []dynamic.ResourceInterface{written}}
+	return &partition{shard: shard, proxy: proxy, client: written, readers: []dynamic.ResourceInterface{written}, answers: answers}
 }
 
 // run sends traffic and watches every partition for d while inject (if
@@ -579,6 +588,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	var total Report
 	for i, p := range c.parts {
 		recs[i].AddWatch(events[i])
+		recs[i].AddServerErrors(p.answers.take())
 		h := recs[i].History()
 		rep := Check(h, time.Minute)
 		if len(rep.Violations) > 0 {
@@ -611,6 +621,12 @@ func (r *Report) add(rep Report, named bool, shard string) {
 		r.Faults = rep.Faults
 	}
 	r.UnknownErrors = append(r.UnknownErrors, rep.UnknownErrors...)
+	for k, n := range rep.ServerErrors {
+		if r.ServerErrors == nil {
+			r.ServerErrors = map[string]int{}
+		}
+		r.ServerErrors[k] += n
+	}
 	for _, v := range rep.Violations {
 		if named {
 			v.Details = "shard " + shard + ": " + v.Details
@@ -686,6 +702,7 @@ func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
 	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d refused by the reader as time travel), %d watch events, faults: %v",
 		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.TimeTravelRefused, rep.WatchEvents, rep.Faults)
+	t.Logf("  5xx answers by status and reason: %s", formatCounts(rep.ServerErrors))
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
 	}

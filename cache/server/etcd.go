@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
@@ -74,4 +76,52 @@ func embeddedEtcdTLS(dir string, o *options.MemoryGroupOptions, g *embeddedetcd.
 	}
 	g.TLS = &files
 	return files, nil
+}
+
+// watchEmbeddedEtcd calls endRun when the embedded etcd stops before ctx
+// ends: the server closes its etcd only after Run's run has returned, so
+// whatever stops it earlier (a fatal error, its removal from its group, a
+// kill) is a failure. The function it returns waits, once ctx has ended,
+// until the watch has, and returns the failure, or nil.
+func (s *Server) watchEmbeddedEtcd(ctx context.Context, endRun context.CancelFunc) func() error {
+	if s.etcd == nil {
+		return func() error { return nil }
+	}
+	var failure error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-s.etcd.Err():
+			failure = ErrEmbeddedEtcdStopped
+			if err != nil {
+				failure = fmt.Errorf("%w: %w", ErrEmbeddedEtcdStopped, err)
+			}
+		case <-s.etcd.Stopped():
+			failure = ErrEmbeddedEtcdStopped
+		}
+		klog.FromContext(ctx).Error(failure, "Stopping the cache server: it cannot serve without its etcd")
+		endRun()
+	}()
+	return func() error {
+		<-done
+		return failure
+	}
+}
+
+// embeddedEtcdStopped reports whether the embedded etcd has stopped before
+// the server closed it: there is nothing to record the epoch in (Flush
+// would wait for its timeout).
+func (s *Server) embeddedEtcdStopped() bool {
+	if s.etcd == nil {
+		return false
+	}
+	select {
+	case <-s.etcd.Stopped():
+		return true
+	default:
+		return false
+	}
 }

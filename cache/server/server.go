@@ -86,6 +86,12 @@ type Server struct {
 // ErrClosed is returned by Run on a server that was closed or already ran.
 var ErrClosed = errors.New("cache server is closed")
 
+// ErrEmbeddedEtcdStopped is returned by Run (wrapped, with etcd's error if
+// it gave one) when the embedded etcd stopped while the server ran: the
+// server stopped, since it cannot serve without its storage. Its host
+// decides what comes next (a restart, as a process supervisor would).
+var ErrEmbeddedEtcdStopped = errors.New("the embedded etcd stopped under the running cache server")
+
 // New starts the embedded etcd (if configured), builds the API server and
 // writes the admin kubeconfig. It changes nothing in c. On error,
 // everything it started is stopped; on success the caller owns the server
@@ -253,7 +259,9 @@ func (s *Server) PrepareRun() PreparedServer {
 // Run serves until ctx is done or Close is called, then shuts down
 // gracefully, in the order Close states: the API server drains and stops
 // first, the embedded etcd last. A server runs at most once; Run on a
-// closed server returns ErrClosed at once.
+// closed server returns ErrClosed at once. When the embedded etcd stops
+// while the server runs, as etcd's embed.Etcd.Err tells its host, the
+// server shuts down the same way and Run returns ErrEmbeddedEtcdStopped.
 func (p PreparedServer) Run(ctx context.Context) error {
 	s := p.s
 	s.mu.Lock()
@@ -268,7 +276,13 @@ func (p PreparedServer) Run(ctx context.Context) error {
 	defer close(s.runDone)
 	defer s.stop()
 	defer cancel()
-	return p.run(ctx)
+	etcdStopped := s.watchEmbeddedEtcd(ctx, cancel)
+	err := p.run(ctx)
+	cancel()
+	if stopped := etcdStopped(); stopped != nil {
+		return errors.Join(stopped, err)
+	}
+	return err
 }
 
 // Close stops the server, in this order:
@@ -278,7 +292,8 @@ func (p PreparedServer) Run(ctx context.Context) error {
 //     server's own is told to stop, and last releases the storage.
 //  2. Every loop has returned (those Run did not end are ended now).
 //  3. The storage is released (Run usually has, and it is idempotent).
-//  4. The epoch is recorded a last time, after the server's last write.
+//  4. The epoch is recorded a last time, after the server's last write
+//     (not when the embedded etcd stopped under the server).
 //  5. The etcd client the loops and the epoch shared is closed.
 //  6. The embedded etcd stops, after everything that used it.
 //  7. The profiler stops last, so that all of the above can be profiled.
@@ -305,7 +320,7 @@ func (s *Server) stop() {
 			// Idempotent by contract (RegisterDestroyFunc).
 			s.GenericAPIServer.Destroy()
 		}
-		if s.epoch != nil {
+		if s.epoch != nil && !s.embeddedEtcdStopped() {
 			s.epoch.Flush(context.Background())
 		}
 		if s.etcdClient != nil {

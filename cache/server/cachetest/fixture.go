@@ -352,6 +352,10 @@ func (s *Server) Resume(ctx context.Context) error {
 	return s.startServer(ctx, "/readyz")
 }
 
+// Done is closed when the server's Run has returned, whether Stop or Halt
+// ended it or it ended on its own; Halt then returns its error.
+func (s *Server) Done() <-chan struct{} { return s.process.Done() }
+
 // Server is the running cache server (the mounted one, when mounted), for
 // what only the server knows, such as the types it serves.
 func (s *Server) Server() *server.Server { return s.server }

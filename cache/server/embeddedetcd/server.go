@@ -219,8 +219,14 @@ func launch(ctx context.Context, ec *embed.Config, deadline time.Time) (*embed.E
 // ClientURL is the URL clients reach the member at.
 func (s *Server) ClientURL() string { return s.clientURL }
 
-// Err reports a fatal error of the running member.
+// Err reports a fatal error of the running member: one of its listeners
+// stopped serving.
 func (s *Server) Err() <-chan error { return s.etcd.Err() }
+
+// Stopped is closed once the member has stopped: after Close or Kill, or
+// on its own (a fatal error, its removal from its group). Its owner knows
+// whether it closed the member itself.
+func (s *Server) Stopped() <-chan struct{} { return s.etcd.Server.StopNotify() }
 
 // ClusterID is the identity of the member's cluster; an in-memory member
 // has a new one at every start, unless it rejoined its running group.

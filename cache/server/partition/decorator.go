@@ -18,7 +18,9 @@ import (
 // cacher's key function derives the partition from the object, the
 // attribute function adds the partition fields, and the raw storage the
 // cacher fills itself from declares watch-list unsupported and releases the
-// history of mass deletions (see HistoryTrim).
+// history of mass deletions (see HistoryTrim). Outermost, the errors of an
+// etcd that cannot serve now are answered 503 with Retry-After instead of
+// upstream's 500 (etcdAnswers).
 //
 // The upstream cacheKeyFunc is ignored: it is computed from a context that
 // holds only the namespace, so it cannot know the partition.
@@ -68,12 +70,12 @@ func NewStorageDecorator(trim HistoryTrim, majority Majority) generic.StorageDec
 				destroyRaw()
 			})
 		}
-		return &scopedStorage{
+		return withEtcdAnswers(&scopedStorage{
 			delegate:       delegator,
 			resourcePrefix: resourcePrefix,
 			registryPrefix: registryPrefix,
 			groupResource:  config.GroupResource,
-		}, destroy, nil
+		}, config.GroupResource), destroy, nil
 	})
 }
 

@@ -73,7 +73,7 @@ func NewUnionDecorator(client *clientv3.Client) generic.StorageDecorator {
 			resourcePrefix: "/" + strings.TrimPrefix(resourcePrefix, "/"),
 			stem:           UnionStem(config.Prefix, resourcePrefix),
 		}
-		return u, func() {}, nil
+		return withEtcdAnswers(u, config.GroupResource), func() {}, nil
 	})
 }
 
@@ -349,7 +349,8 @@ func (u *union) scan(ctx context.Context, withRev int64, visit func(memberKey, *
 }
 
 // interpretEtcdError turns etcd's "compacted" into the 410 clients relist
-// on, and anything else into an internal error.
+// on, and anything else into an internal error (which etcdAnswers answers
+// 503 when it means "try again").
 func interpretEtcdError(err error, what string) error {
 	if errors.Is(err, rpctypes.ErrCompacted) {
 		return apierrors.NewResourceExpired(fmt.Sprintf("The resourceVersion for the provided %s is too old.", what))
