@@ -46,9 +46,6 @@ type cluster struct {
 	parts []*partition
 	// faultList are the shape's faults, injected in turn.
 	faultList []fault
-	// spaces rank the shape's caches, whose etcds make the revisions of a
-	// partition whose home moves (spaces.go); zero when none moves.
-	spaces HomeSpaces
 	// afterTraffic, when set, is the shape's last step, once the traffic
 	// and the watches ended and every key was read: a fault whose
 	// outcome is checked on its own (the histories end before it).
@@ -68,6 +65,9 @@ type partition struct {
 	stale []*StaleReader
 	// answers watches the answers to every client above.
 	answers *Answers
+	// spaces, when set, place the revisions of a partition whose home
+	// moves (spaces.go).
+	spaces *HomeSpaces
 	// gate, when set, holds the writes while the shape moves the
 	// partition's home; rec is the partition's history in the run.
 	gate *MoveGate
@@ -223,7 +223,8 @@ func scopedReader(t *testing.T, srv *cachetest.Server, shard string, answers *An
 // read consistently at all three at random (a consistent read at a mirror
 // is confirmed with the home). Faults: each link between two caches cut
 // and restored in turn, with a restart of the third cache meanwhile; a
-// shard's write at a cache that is not its home; a compaction at each.
+// shard's write at a cache that is not its home; a compaction at each; sa's
+// home moved from a to b, and (a long run gets there) back to a.
 func startRegions(t *testing.T) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
@@ -239,16 +240,19 @@ func startRegions(t *testing.T) *cluster {
 	links := map[string]*cachetest.LinkCutter{"a-b": cachetest.NewLinkCutter(), "b-c": cachetest.NewLinkCutter(), "a-c": cachetest.NewLinkCutter()}
 	via := func(from, to, host string) string { return links[pair(from, to)].Via(t, host) }
 	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, names...)
-	// sa's home moves from a to b: b ranks above a.
-	c := &cluster{srv: regions["a"].Srv, spaces: NewHomeSpaces(names...)}
+	c := &cluster{srv: regions["a"].Srv}
 	for _, home := range names {
 		p := partitionAt(t, regions[home].Srv, "s"+home)
+		if home == "a" {
+			// sa's home moves (homeMoveOf).
+			p.spaces, p.gate = NewHomeSpaces(home), NewMoveGate(home)
+		}
 		for _, other := range names {
 			if other != home || home == "a" {
 				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard, p.answers))
 				staleCfg := scopedConfig(regions[other].Srv, p.shard)
 				staleCfg.Wrap(p.answers.Wrap)
-				stale, err := NewStaleReader(client.Unthrottled(staleCfg), c.spaces)
+				stale, err := NewStaleReader(client.Unthrottled(staleCfg), p.spaces)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -261,9 +265,7 @@ func startRegions(t *testing.T) *cluster {
 	// restored from the latest backup once the traffic ends.
 	backup := &homeBackup{dir: t.TempDir()}
 	c.faultList = append(c.faultList, backup.of("c", regions["c"].Srv))
-	moving := c.parts[0]
-	moving.gate = NewMoveGate("a")
-	c.faultList = append(c.faultList, homeMoveOf(t, moving, regions, "a", "b"))
+	c.faultList = append(c.faultList, homeMoveOf(t, c.parts[0], regions, "a", "b"))
 	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", slices.Collect(maps.Values(links)))
 	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
 		c.faultList = append(c.faultList,
@@ -271,6 +273,8 @@ func startRegions(t *testing.T) *cluster {
 			restartOf(l.third, regions[l.third].Srv),
 			restoreOf("link "+l.link, links[l.link]))
 	}
+	// And back, in a long run: a adopts sa again.
+	c.faultList = append(c.faultList, homeMoveOf(t, c.parts[0], regions, "b", "a"))
 	c.faultList = append(c.faultList,
 		strayWriteOf(t, regions["c"].Srv, "c", "sa"),
 		compactionOf(regions["a"].Srv.EtcdClient),
@@ -312,7 +316,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 		moved = true
 		ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
 		defer cancel()
-		err := p.gate.Move(func() (string, error) {
+		err := p.gate.Move(p.spaces, to, func() error {
 			call := p.rec.Now()
 			// Every write is held: once the new home answers a
 			// consistent read, its copy holds every acknowledged one.
@@ -320,7 +324,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 				_, err := atNewHome.List(ctx, metav1.ListOptions{})
 				return err
 			}); err != nil {
-				return "", fmt.Errorf("%s confirming its copy of %s: %w", to, p.shard, err)
+				return fmt.Errorf("%s confirming its copy of %s: %w", to, p.shard, err)
 			}
 			srv := regions[to].Srv
 			if err := srv.Restart(ctx, func(o *cachetest.Options) {
@@ -332,14 +336,14 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 					opts.Hierarchy.AdoptShards = append(opts.Hierarchy.AdoptShards, p.shard)
 				}
 			}); err != nil {
-				return "", fmt.Errorf("restarting %s with --adopt-shard=%s: %w", to, p.shard, err)
+				return fmt.Errorf("restarting %s with --adopt-shard=%s: %w", to, p.shard, err)
 			}
 			p.proxy.Retarget(target, transport)
 			for _, r := range regions {
 				if err := cachetest.Poll(ctx, func(ctx context.Context) error {
 					return homeIs(ctx, r.Srv, p.shard, to)
 				}); err != nil {
-					return "", fmt.Errorf("%s learning that %s moved to %s: %w", r.Name, p.shard, to, err)
+					return fmt.Errorf("%s learning that %s moved to %s: %w", r.Name, p.shard, to, err)
 				}
 			}
 			// And the writes stay held until every cache holds what the
@@ -347,7 +351,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 			// hide nothing, before the shard writes again.
 			want, err := keysAt(ctx, atNewHome, "")
 			if err != nil {
-				return "", fmt.Errorf("listing %s at %s: %w", p.shard, to, err)
+				return fmt.Errorf("listing %s at %s: %w", p.shard, to, err)
 			}
 			for _, r := range regions {
 				if r.Name == to {
@@ -361,7 +365,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 					}
 					return err
 				}); err != nil {
-					return "", fmt.Errorf("%s following %s's move to %s: %w", r.Name, p.shard, to, err)
+					return fmt.Errorf("%s following %s's move to %s: %w", r.Name, p.shard, to, err)
 				}
 			}
 			keys := make([]string, trafficKeys)
@@ -369,7 +373,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 				keys[i] = fmt.Sprintf("k%d", i)
 			}
 			p.rec.RecordMove(keys, call, p.rec.Now())
-			return to, nil
+			return nil
 		})
 		if err != nil {
 			t.Errorf("moving the home of %s from %s to %s: %v", p.shard, from, to, err)
@@ -541,7 +545,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	var wg sync.WaitGroup
 	events := make([][]WatchEvent, len(c.parts))
 	for i, p := range c.parts {
-		wg.Go(func() { events[i] = Watch(watchCtx, p.client, c.spaces) })
+		wg.Go(func() { events[i] = Watch(watchCtx, p.client, p.spaces) })
 	}
 	if inject != nil {
 		wg.Go(func() {
@@ -564,7 +568,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	traffic := make([]Traffic, len(c.parts))
 	var trafficWG sync.WaitGroup
 	for i, p := range c.parts {
-		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i], Spaces: c.spaces, Gate: p.gate}
+		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i], Spaces: p.spaces, Gate: p.gate}
 		trafficWG.Go(func() { traffic[i].Run(ctx, p.client) })
 	}
 	trafficWG.Wait()

@@ -15,41 +15,55 @@ import (
 // While a partition's home stays put, every revision the history holds is
 // its home's, and revisions compare. When the home moves (a shape's home
 // move fault), the partition's revisions come from the new home's etcd,
-// whose numbers say nothing of the old one's. So every revision the history
-// records is tagged with the rank of the cache whose etcd made it
-// (HomeSpaces): the checks then compare revisions of one home with each
-// other only, and order the homes of one run by their ranks, which a shape
-// gives in the order its partitions move (a home moved to has a higher
-// rank than the one it moved from).
+// whose numbers say nothing of the old one's. So a partition whose home
+// moves records every revision tagged with the rank of the cache whose etcd
+// made it (HomeSpaces): the checks then compare revisions of one home with
+// each other only, and order the homes by when the partition moved to them
+// (a home's rank rises with each move to it: its revisions from before
+// were all replaced by the home it moved to in between, at every cache,
+// before the writes went on).
 
 // spaceShift leaves a revision its low 40 bits (a trillion writes).
 const spaceShift = 40
 
-// HomeSpaces ranks the caches of a shape; the zero value ranks none, and
-// every revision is then recorded as it is.
+// HomeSpaces ranks the homes of one partition; nil ranks none, and every
+// revision is then recorded as it is.
 type HomeSpaces struct {
+	mu    sync.Mutex
 	ranks map[string]int64
+	top   int64
 }
 
-// NewHomeSpaces ranks names in order, from 1.
-func NewHomeSpaces(names ...string) HomeSpaces {
-	s := HomeSpaces{ranks: map[string]int64{}}
-	for i, n := range names {
-		s.ranks[n] = int64(i + 1)
-	}
-	return s
+// NewHomeSpaces ranks a partition homed at home.
+func NewHomeSpaces(home string) *HomeSpaces {
+	return &HomeSpaces{ranks: map[string]int64{home: 1}, top: 1}
+}
+
+// moved ranks the partition's new home above every earlier one.
+func (s *HomeSpaces) moved(to string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.top++
+	s.ranks[to] = s.top
 }
 
 // tag records rv, a revision of cache's etcd.
-func (s HomeSpaces) tag(cache string, rv int64) int64 {
-	if rv <= 0 {
+func (s *HomeSpaces) tag(cache string, rv int64) int64 {
+	if s == nil || rv <= 0 {
 		return rv
 	}
-	return s.ranks[cache]<<spaceShift | rv
+	return s.rank(cache)<<spaceShift | rv
 }
 
 // rank is cache's rank (0: not ranked).
-func (s HomeSpaces) rank(cache string) int64 { return s.ranks[cache] }
+func (s *HomeSpaces) rank(cache string) int64 {
+	if s == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ranks[cache]
+}
 
 // raw is the revision a recorded one was tagged from, as the cache knows it.
 func raw(rv int64) int64 { return rv & (1<<spaceShift - 1) }
@@ -60,7 +74,7 @@ func spaceOf(rv int64) int64 { return rv >> spaceShift }
 // rvOf is the recorded revision of u as answered by the cache named
 // answeredBy: a mirror's copy records its home's revision and the home's
 // name (its bookkeeping, which a reader gets by asking: AskBookkeeping).
-func (s HomeSpaces) rvOf(u *unstructured.Unstructured, answeredBy string) int64 {
+func (s *HomeSpaces) rvOf(u *unstructured.Unstructured, answeredBy string) int64 {
 	a := u.GetAnnotations()
 	if homeRV, ok := a[kcpcache.AnnotationHomeResourceVersion]; ok {
 		return s.tag(a[kcpcache.AnnotationHome], parseRV(homeRV))

@@ -47,7 +47,7 @@ type Traffic struct {
 	// Rec records every operation.
 	Rec *Recorder
 	// Spaces place the revisions of the caches (spaces.go).
-	Spaces HomeSpaces
+	Spaces *HomeSpaces
 	// Gate, when set, is held by the writes while a shape moves the
 	// partition's home (MoveGate).
 	Gate *MoveGate
@@ -70,7 +70,7 @@ func NewMoveGate(home string) *MoveGate { return &MoveGate{home: home} }
 
 // enter admits a write: false for an update read from a home the
 // partition has left (nothing to release then).
-func (g *MoveGate) enter(in Input, spaces HomeSpaces) bool {
+func (g *MoveGate) enter(in Input, spaces *HomeSpaces) bool {
 	if g == nil {
 		return true
 	}
@@ -88,15 +88,25 @@ func (g *MoveGate) leave() {
 	}
 }
 
-// Move runs move with every write held; move returns the new home.
-func (g *MoveGate) Move(move func() (string, error)) error {
+// Move moves the partition's home to the cache to: with every write
+// held, spaces rank to above every earlier home (before to answers as the
+// home), then move runs.
+func (g *MoveGate) Move(spaces *HomeSpaces, to string, move func() error) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	home, err := move()
-	if err == nil {
-		g.home = home
+	spaces.moved(to)
+	if err := move(); err != nil {
+		return err
 	}
-	return err
+	g.home = to
+	return nil
+}
+
+// Home is the partition's home now.
+func (g *MoveGate) Home() string {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.home
 }
 
 // requestTimeout bounds every request: a write that times out has an
@@ -249,7 +259,7 @@ func parseRV(v string) int64 {
 // 410 Gone, or when another cache answers than the one the chain started
 // at (the partition's home moved: its revisions are another etcd's, and
 // the chain ends as at a 410); it returns every event, by session.
-func Watch(ctx context.Context, c dynamic.ResourceInterface, spaces HomeSpaces) []WatchEvent {
+func Watch(ctx context.Context, c dynamic.ResourceInterface, spaces *HomeSpaces) []WatchEvent {
 	var events []WatchEvent
 	session := 0
 	var from int64
@@ -322,14 +332,14 @@ func pause(ctx context.Context) {
 // StaleReader reads a partition at a mirror with resourceVersion=0, over
 // HTTP, for the answer's headers.
 type StaleReader struct {
-	spaces    HomeSpaces
+	spaces    *HomeSpaces
 	transport http.RoundTripper
 	// url is the resource's collection in the partition at the mirror.
 	url string
 }
 
 // NewStaleReader reads the partition cfg's host is scoped to.
-func NewStaleReader(cfg *rest.Config, spaces HomeSpaces) (*StaleReader, error) {
+func NewStaleReader(cfg *rest.Config, spaces *HomeSpaces) (*StaleReader, error) {
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err

@@ -2,9 +2,11 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -31,6 +33,24 @@ func TestRegionsPublishedResourceReadWithoutIdentityAtAMirror(t *testing.T) {
 		t.Fatal(err)
 	}
 	pushInstance(t, west.srv, "s-west", "ws-1", "ida", instance("web-1", "1"))
+
+	// The identity's type is new at east: once east serves it, the first
+	// consistent read (one request, not retried) is confirmed, without
+	// waiting for the mirror's next look for new types (every 10 s).
+	byIdentity := dyn(t, east.srv, "s-west", "ws-1").Resource(instancesOf("ida"))
+	cachetest.Eventually(t, "east serves the identity's type", func(ctx context.Context) error {
+		_, err := byIdentity.Get(ctx, "web-1", metav1.GetOptions{ResourceVersion: "0"})
+		var status apierrors.APIStatus
+		if errors.As(err, &status) && apierrors.IsNotFound(err) && status.Status().Details != nil && status.Status().Details.Name == "web-1" {
+			return nil // served; the object is not there yet
+		}
+		return err
+	})
+	if got, err := byIdentity.Get(ctx, "web-1", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the first consistent read of a type new at east: %v", err)
+	} else if v, _, _ := unstructured.NestedString(got.Object, "spec", "v"); v != "1" {
+		t.Fatalf("the first consistent read of a type new at east: v=%q, want 1", v)
+	}
 
 	atEast := dyn(t, east.srv, "s-west", "ws-1").Resource(instancesGVR)
 	cachetest.Eventually(t, "east answers a consistent read of s-west's instance without identity", func(ctx context.Context) error {

@@ -206,6 +206,11 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
 	covered := p.streamsFor(gr)
 	if len(covered) == 0 {
+		// A type this cache started serving since Run last looked (every
+		// TypeInterval): look now, and wait for its stream.
+		covered = m.awaitStreams(ctx, p, gr)
+	}
+	if len(covered) == 0 {
 		covered = []coveredStream{{gr: gr}}
 	}
 	entry := kcpcache.HomeRevision{Home: p.name}

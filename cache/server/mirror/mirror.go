@@ -68,6 +68,13 @@ type Mirror struct {
 	localRevMu   sync.Mutex
 	localRevAt   int64
 	localRev     int64
+
+	// scanNow makes Run look for new types at once (a consistent read of
+	// a type that has no stream yet); streamsAdded is closed and replaced
+	// whenever a stream is added.
+	scanNow        chan struct{}
+	streamsAddedMu sync.Mutex
+	streamsAdded   chan struct{}
 }
 
 // peer is one peer and its streams.
@@ -118,7 +125,7 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: cfg.Homes}
+	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: cfg.Homes, scanNow: make(chan struct{}, 1), streamsAdded: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		if p.Name == cfg.Self {
 			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
@@ -180,6 +187,7 @@ func (m *Mirror) Run(ctx context.Context) {
 				if s, added := p.addStream(gvr, m); added {
 					logger.V(2).Info("Mirroring a type", "peer", p.name, "resource", gvr.GroupResource().String())
 					wg.Go(func() { s.run(ctx) })
+					m.streamAdded()
 				}
 			}
 		}
@@ -191,6 +199,53 @@ func (m *Mirror) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
+		case <-m.scanNow:
+		}
+	}
+}
+
+// serves reports whether this cache serves gr, or an identity of it
+// (streamsFor).
+func (m *Mirror) serves(gr schema.GroupResource) bool {
+	for _, gvr := range m.cfg.Resources() {
+		served := gvr.GroupResource()
+		if served == gr || served.Group == gr.Group && !strings.Contains(gr.Resource, ":") && strings.HasPrefix(served.Resource, gr.Resource+":") {
+			return true
+		}
+	}
+	return false
+}
+
+// streamAdded wakes the reads waiting for a stream (awaitStreams).
+func (m *Mirror) streamAdded() {
+	m.streamsAddedMu.Lock()
+	defer m.streamsAddedMu.Unlock()
+	close(m.streamsAdded)
+	m.streamsAdded = make(chan struct{})
+}
+
+// awaitStreams returns the streams of p a read of gr covers, asking Run to
+// look for new types at once when there are none yet (a type created at
+// the home moments ago), until ctx ends: then none.
+func (m *Mirror) awaitStreams(ctx context.Context, p *peer, gr schema.GroupResource) []coveredStream {
+	if !m.serves(gr) {
+		return nil
+	}
+	select {
+	case m.scanNow <- struct{}{}:
+	default:
+	}
+	for {
+		m.streamsAddedMu.Lock()
+		added := m.streamsAdded
+		m.streamsAddedMu.Unlock()
+		if covered := p.streamsFor(gr); len(covered) > 0 {
+			return covered
+		}
+		select {
+		case <-added:
+		case <-ctx.Done():
+			return nil
 		}
 	}
 }
