@@ -179,6 +179,7 @@ func Check(h History, timeout time.Duration) Report {
 		}
 		ops = append(ops, porcupine.Operation{ClientId: op.Client, Input: op.Input, Output: op.Output, Call: op.Call, Return: op.Return})
 	}
+	blurMoves(ops)
 	result, info := porcupine.CheckOperationsVerbose(Model.ToModel(), ops, timeout)
 	switch result {
 	case porcupine.Illegal:
@@ -202,6 +203,34 @@ func Check(h History, timeout time.Duration) Report {
 	rep.Violations = append(rep.Violations, checkStaleReads(h)...)
 	rep.Violations = append(rep.Violations, checkTimeTravel(h)...)
 	return rep
+}
+
+// blurMoves forgets the resourceVersion of every read of a key that
+// overlaps a move of the key's home: until every cache has learnt the new
+// claim, the old home still answers as the home, with its own revisions,
+// and the new one with its own, in any order; the values are the same (the
+// writes are held meanwhile), which the model still checks.
+func blurMoves(ops []porcupine.Operation) {
+	type window struct{ call, ret int64 }
+	moves := map[string][]window{}
+	for _, op := range ops {
+		if in := op.Input.(Input); in.Op == OpMove {
+			moves[in.Key] = append(moves[in.Key], window{op.Call, op.Return})
+		}
+	}
+	for i, op := range ops {
+		in, out := op.Input.(Input), op.Output.(Output)
+		if in.Op != OpGet || out.Status != StatusOK {
+			continue
+		}
+		for _, w := range moves[in.Key] {
+			if op.Call <= w.ret && op.Return >= w.call {
+				out.RV = unknownRV
+				ops[i].Output = out
+				break
+			}
+		}
+	}
 }
 
 // describeIllegal names the key whose history has no linearization and its

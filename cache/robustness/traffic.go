@@ -310,7 +310,11 @@ func Watch(ctx context.Context, c dynamic.ResourceInterface, spaces *HomeSpaces)
 			if !ok {
 				continue
 			}
-			rv := spaces.rvOf(u, at)
+			// The watched cache's own revision, copy or not: a chain is
+			// one etcd's history (a cache the partition's home moved away
+			// from holds copies of the new home's objects; their events
+			// come in its order).
+			rv := spaces.tag(at, parseRV(u.GetResourceVersion()))
 			events = append(events, WatchEvent{Session: session, FromRV: start, Type: string(ev.Type), Key: u.GetName(), Value: valueOf(u), RV: rv})
 			from = max(from, rv)
 		}
