@@ -35,8 +35,19 @@ func OwnEmbeddedEtcd(more func(*options.Options)) Option {
 // group (TLS with the group's certificates).
 func StartMemoryGroup(t testing.TB, n int) ([]*Server, []string) {
 	t.Helper()
+	servers, _, clientURLs := StartMemoryGroupWithProcesses(t, n, 0)
+	return servers, clientURLs
+}
+
+// StartMemoryGroupWithProcesses is StartMemoryGroup with the last processes
+// of the n members each in a child process of the test binary, whose
+// TestMain calls RunMemberIfAsked: a test can kill those as a crash does.
+// It returns the servers running here (m0, m1, ...), the member processes
+// (the members after them), and every member's client URL.
+func StartMemoryGroupWithProcesses(t testing.TB, n, processes int) ([]*Server, []*MemberProcess, []string) {
+	t.Helper()
+	members := make([]memberSpec, n)
 	var peers []string
-	clientURLs := make([]string, n)
 	for i := range n {
 		peerPort, err := ports.Reserve()
 		if err != nil {
@@ -47,7 +58,7 @@ func StartMemoryGroup(t testing.TB, n int) ([]*Server, []string) {
 			t.Fatal(err)
 		}
 		peers = append(peers, fmt.Sprintf("m%d=https://127.0.0.1:%d", i, peerPort))
-		clientURLs[i] = fmt.Sprintf("https://127.0.0.1:%d", clientPort)
+		members[i] = memberSpec{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("https://127.0.0.1:%d", clientPort)}
 	}
 	// The group's secret, as an operator hands it to every server: the
 	// group speaks TLS with certificates derived from it.
@@ -59,28 +70,48 @@ func StartMemoryGroup(t testing.TB, n int) ([]*Server, []string) {
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	servers := make([]*Server, n)
-	errs := make([]error, n)
+	clientURLs := make([]string, n)
+	for i := range members {
+		members[i].Peers, members[i].SecretFile = peers, secretFile
+		clientURLs[i] = members[i].ClientURL
+	}
+	here := n - processes
+	var procs []*MemberProcess
+	procsReady := func(context.Context) error { return nil }
+	if processes > 0 {
+		procs, procsReady = startMemberProcesses(t, members[here:])
+	}
+	servers := make([]*Server, here)
+	errs := make([]error, here)
+	var procsErr error
 	var wg sync.WaitGroup
-	for i := range n {
+	for i := range here {
 		var o Options
-		OwnEmbeddedEtcd(func(o *options.Options) {
-			o.EmbeddedEtcd.Storage = options.StorageMemory
-			g := o.EmbeddedEtcd.MemoryGroup
-			g.Peers, g.MemberName, g.ClientURL, g.SecretFile = peers, fmt.Sprintf("m%d", i), clientURLs[i], secretFile
-		})(&o)
+		members[i].option()(&o)
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), DefaultTimeout)
 			defer cancel()
 			servers[i], errs[i] = Start(ctx, o)
 		})
 	}
+	wg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+		defer cancel()
+		procsErr = procsReady(ctx)
+	})
 	wg.Wait()
+	for i, srv := range servers {
+		if srv != nil {
+			StopOnCleanup(t, fmt.Sprintf("member m%d", i), srv.Stop)
+		}
+	}
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("starting member m%d: %v", i, err)
 		}
-		StopOnCleanup(t, fmt.Sprintf("member m%d", i), servers[i].Stop)
 	}
-	return servers, clientURLs
+	if procsErr != nil {
+		t.Fatal(procsErr)
+	}
+	return servers, procs, clientURLs
 }

@@ -3,8 +3,6 @@ package dataplane
 import (
 	"context"
 	"net/http"
-	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -43,7 +41,7 @@ func (l budgetedLister) List(ctx context.Context, opts *metainternalversion.List
 		return l.Lister.List(ctx, opts)
 	}
 	if res.b.capacity() > 0 {
-		if err := res.reserve(ctx, l.estimate(ctx, opts)); err != nil {
+		if err := res.reserve(ctx, l.estimate(opts)); err != nil {
 			return nil, err
 		}
 	}
@@ -56,11 +54,11 @@ func (l budgetedLister) List(ctx context.Context, opts *metainternalversion.List
 }
 
 // estimate is an upper bound of the LIST's size: the type's object count
-// in every partition, or the limit. When the storage cannot count, the LIST
-// reserves the whole budget: the reservation shrinks to the real size as
-// soon as the objects are read.
-func (l budgetedLister) estimate(ctx context.Context, opts *metainternalversion.ListOptions) int {
-	n, ok := l.counts.get(ctx, l.store)
+// in every partition as last counted (objectCounts), or the limit. While no
+// count is known, the LIST reserves the whole budget: the reservation
+// shrinks to the real size as soon as the objects are read.
+func (l budgetedLister) estimate(opts *metainternalversion.ListOptions) int {
+	n, ok := l.counts.get(l.store)
 	if !ok {
 		n = int(^uint(0) >> 1)
 	}
@@ -68,50 +66,4 @@ func (l budgetedLister) estimate(ctx context.Context, opts *metainternalversion.
 		n = int(opts.Limit)
 	}
 	return n
-}
-
-// objectCountTTL is how long a type's object count is reused: counting
-// reads every key of the type, too much to do for every LIST of a storm.
-const objectCountTTL = time.Second
-
-// maxCountedStores bounds the cache of counts; a server serves tens of
-// types, more only while types come and go.
-const maxCountedStores = 1024
-
-// objectCounts caches each store's object count for a moment.
-type objectCounts struct {
-	mu     sync.Mutex
-	counts map[*registry.Store]objectCount
-}
-
-type objectCount struct {
-	n  int
-	at time.Time
-}
-
-func newObjectCounts() *objectCounts {
-	return &objectCounts{counts: map[*registry.Store]objectCount{}}
-}
-
-// get returns store's object count; false when the storage cannot tell.
-func (c *objectCounts) get(ctx context.Context, store *registry.Store) (int, bool) {
-	c.mu.Lock()
-	cached, ok := c.counts[store]
-	c.mu.Unlock()
-	if ok && time.Since(cached.at) < objectCountTTL {
-		return cached.n, true
-	}
-	stats, err := store.Storage.Stats(ctx)
-	if err != nil {
-		return 0, false
-	}
-	n := int(stats.ObjectCount)
-	c.mu.Lock()
-	if len(c.counts) >= maxCountedStores {
-		// Stores of types no longer served stay in the map until here.
-		clear(c.counts)
-	}
-	c.counts[store] = objectCount{n: n, at: time.Now()}
-	c.mu.Unlock()
-	return n, true
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/generic/registry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // Config is what a Registry needs from its server.
@@ -78,7 +79,7 @@ var errShuttingDown = errors.New("the cache server is shutting down")
 
 // NewRegistry returns an empty registry.
 func NewRegistry(cfg Config) *Registry {
-	return &Registry{cfg: cfg, lists: newListBudget(cfg.Lists), counts: newObjectCounts(), served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
+	return &Registry{cfg: cfg, lists: newListBudget(cfg.Lists), counts: newObjectCounts(clock.RealClock{}), served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
 }
 
 // Pin registers a type that is served for the registry's whole life, such
@@ -213,10 +214,12 @@ func (r *Registry) ReadinessCheck() error {
 	return nil
 }
 
-// Destroy stops every store's watch cache and the LIST budget's pending
-// memory return. The registry serves nothing afterwards.
+// Destroy stops every store's watch cache, the object counts under way and
+// the LIST budget's pending memory return. The registry serves nothing
+// afterwards.
 func (r *Registry) Destroy() {
 	r.lists.stop()
+	r.counts.stop()
 	r.mu.Lock()
 	r.destroyed = true
 	all := r.served

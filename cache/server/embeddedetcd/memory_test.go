@@ -57,7 +57,7 @@ func TestWorthDefragmenting(t *testing.T) {
 }
 
 // What a crashed in-memory member left in memory is removed when a member
-// with the same configured directory starts again.
+// with the same configured directory starts again, and by RemoveMemoryData.
 func TestInMemoryMemberFreesWhatACrashLeft(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -89,5 +89,20 @@ func TestInMemoryMemberFreesWhatACrashLeft(t *testing.T) {
 	}
 	if _, err := os.Stat(configured); !os.IsNotExist(err) {
 		t.Errorf("the configured directory was created on disk (stat: %v)", err)
+	}
+
+	// Another crash; RemoveMemoryData removes what it left without a start.
+	srv.Close()
+	if err := os.MkdirAll(filepath.Join(dir, "member"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(leftover, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := RemoveMemoryData(configured); err != nil || got != dir {
+		t.Fatalf("RemoveMemoryData = %s, %v; want %s", got, err, dir)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the crashed member's data is still there after RemoveMemoryData (stat: %v)", err)
 	}
 }

@@ -268,38 +268,55 @@ func (s *Server) Kill() {
 // so that a start after a crash removes what the crashed member left in
 // memory; without one, the name is random.
 func memoryDirectory(configured string) (string, error) {
-	base := os.TempDir()
-	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
-		base = "/dev/shm"
-	}
 	if configured == "" {
-		dir, err := os.MkdirTemp(base, "kcp-cache-etcd-")
+		dir, err := os.MkdirTemp(memoryBase(), "kcp-cache-etcd-")
 		if err != nil {
 			return "", fmt.Errorf("creating the in-memory etcd's directory: %w", err)
 		}
 		return dir, nil
 	}
-	abs, err := filepath.Abs(configured)
+	dir, err := RemoveMemoryData(configured)
 	if err != nil {
 		return "", err
-	}
-	sum := sha256.Sum256([]byte(abs))
-	dir := filepath.Join(base, fmt.Sprintf("kcp-cache-etcd-%d-%x", os.Getuid(), sum[:8]))
-	// A shared directory such as /dev/shm: remove only a directory of ours,
-	// and create the new one exclusively, so that nobody else's directory
-	// or link is ever used.
-	if info, err := os.Lstat(dir); err == nil {
-		if !info.IsDir() || !ownedByUs(info) {
-			return "", fmt.Errorf("%s exists and is not a directory of this user; remove it", dir)
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			return "", fmt.Errorf("removing the data a previous in-memory etcd left: %w", err)
-		}
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", fmt.Errorf("creating the in-memory etcd's directory: %w", err)
 	}
 	return dir, nil
+}
+
+// RemoveMemoryData removes what an in-memory member configured with
+// directory left on the memory file system when it did not stop cleanly (a
+// crash, SIGKILL), as the member's next start does, and returns the
+// directory it runs in. Only a directory of this user is removed, so that
+// nobody else's directory or link in a shared /dev/shm is ever touched.
+func RemoveMemoryData(directory string) (string, error) {
+	abs, err := filepath.Abs(directory)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(abs))
+	dir := filepath.Join(memoryBase(), fmt.Sprintf("kcp-cache-etcd-%d-%x", os.Getuid(), sum[:8]))
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return dir, nil
+	}
+	if !info.IsDir() || !ownedByUs(info) {
+		return "", fmt.Errorf("%s exists and is not a directory of this user; remove it", dir)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("removing the data a previous in-memory etcd left: %w", err)
+	}
+	return dir, nil
+}
+
+// memoryBase is where in-memory members keep their data: /dev/shm on
+// Linux, the temporary directory elsewhere.
+func memoryBase() string {
+	if info, err := os.Stat("/dev/shm"); err == nil && info.IsDir() {
+		return "/dev/shm"
+	}
+	return os.TempDir()
 }
 
 // WithPorts returns cfg with zero ports replaced by free loopback ports, so

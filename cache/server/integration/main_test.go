@@ -4,6 +4,8 @@ import (
 	"flag"
 	"os"
 	"testing"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
 // quickParallel is how many parallel tests the quick path (-short) runs at
@@ -14,6 +16,9 @@ import (
 const quickParallel = "4"
 
 func TestMain(m *testing.M) {
+	// A child process that runs a member of a memory group for a test
+	// (cachetest.StartMemoryGroupWithProcesses) runs only that.
+	cachetest.RunMemberIfAsked()
 	flag.Parse()
 	if testing.Short() {
 		given := false

@@ -6,15 +6,20 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -368,4 +373,171 @@ func staleExportsAt(ctx context.Context, t *testing.T, srv *cachetest.Server) (m
 		got[partitionOf(o)] = v
 	}
 	return got, resp.Header.Get(kcpcache.FreshnessAgeHeader), nil
+}
+
+// A survivor of a group whose two other members crashed (SIGKILL: no
+// leadership hand-over, no goodbye to their peers) answers every
+// resourceVersion=0 list and get from its watch cache at once, with every
+// object: from the moment of the crash, through the second or two in which
+// it still believes in a leader, until it knows it is cut off from its
+// majority; then a consistent read is refused with 503 naming the lost
+// majority.
+func TestMemoryGroupSurvivorOfCrashesAnswersStaleReadsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (a group of three servers, two of them processes that are killed): skipped with -short")
+	}
+	t.Parallel()
+	servers, members, _ := cachetest.StartMemoryGroupWithProcesses(t, 3, 2)
+	m0 := servers[0]
+	ctx := testContext(t)
+
+	want := map[string]string{}
+	c := scopedDyn(t, m0.ShardConfig(t, "s0"), "s0", "root").Resource(apiExports)
+	for j := range 20 {
+		name := fmt.Sprintf("before-%02d", j)
+		if _, err := c.Create(ctx, apiExport(name, map[string]interface{}{"v": name}), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want["s0/root/"+name] = name
+	}
+	// The watch cache applies writes in order: holding the last, it holds
+	// every one.
+	cachetest.Eventually(t, "m0 serves every write from its watch cache", func(ctx context.Context) error {
+		_, err := c.Get(ctx, "before-19", metav1.GetOptions{ResourceVersion: "0"})
+		return err
+	})
+
+	// The lists' answers say when m0 knows it is cut off.
+	var age atomic.Value
+	age.Store("")
+	cfg := m0.ScopedConfig(kcpcache.Wildcard, kcpcache.Wildcard)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return cachetest.RoundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				age.Store(resp.Header.Get(kcpcache.FreshnessAgeHeader))
+			}
+			return resp, err
+		})
+	})
+	all, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := []struct {
+		what string
+		read func(ctx context.Context) error
+	}{
+		{"a resourceVersion=0 list", func(ctx context.Context) error {
+			list, err := all.Resource(apiExports).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			if err != nil {
+				return err
+			}
+			got := map[string]string{}
+			for _, o := range list.Items {
+				v, _, _ := unstructuredString(o.Object, "spec", "v")
+				got[partitionOf(o)] = v
+			}
+			if d := diffExports(got, want); d != "" {
+				return fmt.Errorf("it lists %s", d)
+			}
+			return nil
+		}},
+		{"a resourceVersion=0 get", func(ctx context.Context) error {
+			o, err := c.Get(ctx, "before-07", metav1.GetOptions{ResourceVersion: "0"})
+			if err != nil {
+				return err
+			}
+			if v, _, _ := unstructuredString(o.Object, "spec", "v"); v != "before-07" {
+				return fmt.Errorf("it answers spec.v %q, want %q", v, "before-07")
+			}
+			return nil
+		}},
+	}
+
+	var wg sync.WaitGroup
+	for _, m := range members {
+		wg.Go(func() {
+			if err := m.Kill(); err != nil {
+				t.Errorf("killing %s: %v", m.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	killed := time.Now()
+
+	// Both reads at once, again and again, each answered within a few
+	// seconds at most (the survivor took ~20 s to answer when asked right
+	// after the crash), until the survivor knows it is cut off.
+	const deadline = 3 * time.Second
+	var slowest [2]time.Duration
+	rounds := 0
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for ; age.Load() == ""; rounds++ {
+		if time.Since(killed) > 15*time.Second {
+			t.Fatalf("m0 did not say it was cut off from its majority within 15 s of the crash")
+		}
+		sent := time.Since(killed)
+		errs := make([]error, len(reads))
+		for i, r := range reads {
+			wg.Go(func() {
+				readCtx, cancel := context.WithTimeout(ctx, deadline)
+				defer cancel()
+				start := time.Now()
+				errs[i] = r.read(readCtx)
+				slowest[i] = max(slowest[i], time.Since(start))
+			})
+		}
+		// Reads still waiting near the deadline: where they wait.
+		answered := make(chan struct{})
+		go func() { wg.Wait(); close(answered) }()
+		select {
+		case <-answered:
+		case <-time.After(deadline - deadline/4):
+			dumpGoroutines(t)
+			<-answered
+		}
+		for i, r := range reads {
+			if errs[i] != nil {
+				t.Errorf("%s at m0, sent %s after its peers were killed: %v", r.what, sent.Round(time.Millisecond), errs[i])
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+		<-tick.C
+	}
+	t.Logf("m0 answered %d rounds of both reads from the crash until it said it was cut off (%s, %s after the crash); the slowest list took %s, the slowest get %s",
+		rounds, age.Load(), time.Since(killed).Round(time.Millisecond), slowest[0].Round(time.Millisecond), slowest[1].Round(time.Millisecond))
+
+	// Once it knows, what needs the majority is refused, saying why.
+	cachetest.EventuallyWithin(t, "a consistent list at m0 answers 503 naming the lost majority", 15*time.Second, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, deadline)
+		defer cancel()
+		_, err := exportsAt(ctx, t, m0)
+		if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "majority") {
+			return fmt.Errorf("a consistent list: %v", err)
+		}
+		return nil
+	})
+}
+
+// dumpGoroutines writes every goroutine's stack to the test's artifact
+// directory, for a test that finds something waiting (go test -artifacts
+// keeps it).
+func dumpGoroutines(t *testing.T) {
+	t.Helper()
+	path := filepath.Join(t.ArtifactDir(), "goroutines.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		t.Log(err)
+		return
+	}
+	t.Logf("every goroutine's stack, while the reads waited: %s (kept with go test -artifacts)", path)
 }
