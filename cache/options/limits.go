@@ -52,6 +52,12 @@ type LimitOptions struct {
 	// collection, at most once a minute). Without it the process keeps its
 	// peak size for minutes.
 	ReturnMemoryAfterLists bool
+	// MemoryLimit is what the server may hold in memory (memory_limit.go):
+	// "auto" (the process's memory cgroup's limit, if any), "none", or a
+	// quantity. A standalone server sets its Go runtime's memory limit to
+	// 90% of it; every server refuses new objects (507) while its live
+	// heap is above FullPercent of it.
+	MemoryLimit string
 }
 
 // NewLimitOptions returns the defaults.
@@ -62,6 +68,7 @@ func NewLimitOptions() *LimitOptions {
 		MaxListObjectsInFlight:      DefaultMaxListObjectsInFlight,
 		ListWaitTimeout:             DefaultListWaitTimeout,
 		ReturnMemoryAfterLists:      true,
+		MemoryLimit:                 MemoryLimitAuto,
 	}
 }
 
@@ -77,6 +84,8 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 		"How long a LIST may wait for --max-list-objects-in-flight before it is answered 429 with Retry-After.")
 	fs.BoolVar(&o.ReturnMemoryAfterLists, "return-memory-after-lists", o.ReturnMemoryAfterLists,
 		"After a burst of LISTs, return the memory it used to the operating system (a forced garbage collection, at most once a minute).")
+	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
+		"What the server may hold in memory: auto (the limit of the process's memory cgroup, e.g. a container's; none if it has none), none, or a quantity (e.g. 2Gi). A standalone server sets the Go runtime's memory limit to 90% of it (unless GOMEMLIMIT is set), so that it collects garbage before the kernel would kill it, and refuses new objects with 507 while its live heap is above 60% of it, so that what it holds keeps fitting; reads, updates and deletes go on.")
 }
 
 // Validate checks the bounds.
@@ -90,6 +99,9 @@ func (o *LimitOptions) Validate() []error {
 	}
 	if o.MaxListObjectsInFlight < 0 {
 		errs = append(errs, fmt.Errorf("--max-list-objects-in-flight must not be negative, got %d", o.MaxListObjectsInFlight))
+	}
+	if _, _, err := o.ResolveMemoryLimit(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.MaxListObjectsInFlight > 0 && o.ListWaitTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--list-wait-timeout must be positive with a LIST budget, got %s", o.ListWaitTimeout))

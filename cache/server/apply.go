@@ -87,8 +87,9 @@ func applyStorage(root string, etcdOpts genericoptions.EtcdOptions, derived *der
 
 // applyLimits bounds the requests served at once (upstream's max-in-flight
 // filter: API Priority and Fairness would need the flowcontrol API served,
-// which this server does not serve) and the LISTs (the LIST budget).
-func applyLimits(o *options.LimitOptions, generic *genericapiserver.RecommendedConfig, extra *ExtraConfig) {
+// which this server does not serve), the LISTs (the LIST budget) and what
+// the server takes in before its memory is full (--memory-limit).
+func applyLimits(o *options.LimitOptions, generic *genericapiserver.RecommendedConfig, extra *ExtraConfig) error {
 	generic.MaxRequestsInFlight = o.MaxRequestsInFlight
 	generic.MaxMutatingRequestsInFlight = o.MaxMutatingRequestsInFlight
 	generic.FlowControl = nil
@@ -97,6 +98,15 @@ func applyLimits(o *options.LimitOptions, generic *genericapiserver.RecommendedC
 		WaitTimeout:        o.ListWaitTimeout,
 		ReturnMemory:       o.ReturnMemoryAfterLists,
 	}
+	limit, _, err := o.ResolveMemoryLimit()
+	extra.MemoryLimit = limit
+	return err
+}
+
+// memoryFull is the live heap at which a server with memory limit limit
+// refuses creates (0: never).
+func memoryFull(limit int64) uint64 {
+	return uint64(limit) / 100 * options.FullPercent
 }
 
 // applyRemoval says when the data of shards and types that are gone is

@@ -77,6 +77,12 @@ type ExtraConfig struct {
 	// budget); NewConfig takes them from the options.
 	Lists dataplane.ListLimits
 
+	// MemoryLimit is what the server may hold in memory, in bytes (0: no
+	// limit); NewConfig takes it from the options (--memory-limit). While
+	// the live heap is above options.FullPercent of it, creates are
+	// refused with 507.
+	MemoryLimit int64
+
 	// Hierarchy names this cache and the peers it mirrors; NewConfig takes
 	// it from the options. No name and no peers: a cache on its own.
 	Hierarchy HierarchyConfig
@@ -218,7 +224,9 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 		return nil, err
 	}
 	var extraCfg ExtraConfig
-	applyLimits(opts.Limits, generic, &extraCfg)
+	if err := applyLimits(opts.Limits, generic, &extraCfg); err != nil {
+		return nil, err
+	}
 	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}

@@ -38,6 +38,8 @@ type handlerChain struct {
 	// group cut off from its majority; nil and "" without a group.
 	majority *embeddedetcd.Majority
 	member   string
+	// memoryFull is the live heap at which creates are refused; 0: never.
+	memoryFull uint64
 }
 
 // build is the server's BuildHandlerChainFunc: upstream's default chain
@@ -54,6 +56,7 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 		CheckCRDDeletion:    removal.NewCRDDeletion(h.bootstrapped, gc.LoopbackClientConfig).Check,
 	}
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
+	chain = filters.WithMemoryGuard(chain, h.memoryFull, filters.LiveHeap, apiextensionsapiserver.Codecs)
 	if h.homes != nil {
 		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Local: h.homeRevisions, Homes: h.homes, LocalRevision: h.localRevision, Codecs: apiextensionsapiserver.Codecs})
 	}

@@ -49,6 +49,12 @@ below and are logged at start when set.`,
 		}
 		ctx = klog.NewContext(ctx, klog.Background().WithName("cache-server"))
 		logger := klog.FromContext(ctx)
+		// And its memory limit: the Go runtime's follows the server's.
+		goLimit, limit, source, err := completed.ApplyMemoryLimit()
+		if err != nil {
+			return err
+		}
+		logger.Info("Memory limit", "limitBytes", limit, "source", source, "goMemoryLimitBytes", goLimit)
 		for _, f := range completed.IgnoredFlags {
 			logger.Info("Flag accepted for compatibility with kcp's cache-server has no effect", "flag", f.Name, "value", f.Value, "reason", f.Reason)
 		}
