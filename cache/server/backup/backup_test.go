@@ -234,6 +234,24 @@ func TestUnavailableAnswersAStatus(t *testing.T) {
 	}
 }
 
+// An etcd that fails before the first byte of its snapshot gets a 503
+// Status (retry), not a 200 with nothing after it.
+func TestHandlerAnswers503WhenEtcdFailsAtOnce(t *testing.T) {
+	ctx := testContext(t)
+	for name, snap := range map[string]snapshotterFunc{
+		"no stream": func(context.Context) (io.ReadCloser, error) { return nil, errors.New("etcdserver: no leader") },
+		"an empty stream": func(context.Context) (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(nil)), nil
+		},
+		"a failing stream": func(context.Context) (io.ReadCloser, error) { return io.NopCloser(errReader{}), nil },
+	} {
+		_, err := Save(ctx, serve(t, Handler(snap)), filepath.Join(t.TempDir(), "backup"))
+		if !apierrors.IsServiceUnavailable(err) {
+			t.Errorf("%s: %v, want 503", name, err)
+		}
+	}
+}
+
 // snapshotterFunc is a Snapshotter whose linearizable read always succeeds
 // and whose snapshot is the function's.
 type snapshotterFunc func(context.Context) (io.ReadCloser, error)
