@@ -50,6 +50,14 @@ func IsHealthPath(p string) bool {
 // served outside any partition.
 const MetricsPath = "/metrics"
 
+// BackupPath serves a backup of a cache server's own etcd member: GET
+// streams a consistent snapshot of it, in the format of etcd's
+// Maintenance.Snapshot (what `etcdctl snapshot save` writes: the database
+// followed by its SHA-256). Only system:masters may read it. A server on an
+// external etcd answers a Status saying so; that etcd is backed up by its
+// operator.
+const BackupPath = "/kcp-cache/backup"
+
 // IsMetricsPath reports whether p is MetricsPath or a path below it.
 func IsMetricsPath(p string) bool {
 	_, ok := CutPathPrefix(p, MetricsPath)

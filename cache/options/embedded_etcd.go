@@ -3,6 +3,7 @@ package options
 import (
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -94,6 +95,29 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.StartTimeout, "embedded-etcd-start-timeout", o.StartTimeout,
 		"How long the server waits for the embedded etcd to serve before it exits with an error; for a member of a memory group, for a majority of the group to be up (the error names the members it cannot reach).")
 	o.MemoryGroup.AddFlags(fs)
+}
+
+// DefaultEmbeddedEtcdDirectory is the embedded etcd's directory, relative
+// to the root directory, when --embedded-etcd-directory is not given.
+const DefaultEmbeddedEtcdDirectory = "etcd-server"
+
+// EmbeddedEtcdDirectory resolves --embedded-etcd-directory (dir) as the
+// server does: DefaultEmbeddedEtcdDirectory when empty, relative to root
+// (or to the working directory without one) unless absolute. The restore
+// command resolves it the same way, so that it writes where the server
+// reads.
+func EmbeddedEtcdDirectory(root, dir string) (string, error) {
+	if dir == "" {
+		dir = DefaultEmbeddedEtcdDirectory
+	}
+	if filepath.IsAbs(dir) {
+		return dir, nil
+	}
+	abs, err := filepath.Abs(filepath.Join(root, dir))
+	if err != nil {
+		return "", fmt.Errorf("resolving --embedded-etcd-directory: %w", err)
+	}
+	return abs, nil
 }
 
 // ValidateStorage checks --storage against whether an external etcd is

@@ -163,18 +163,11 @@ func (o *Options) Complete() (CompletedOptions, error) {
 		o.SecureServing.ServerCert.CertDirectory = root
 	}
 	o.EmbeddedEtcd.Enabled = len(o.Etcd.StorageConfig.Transport.ServerList) == 0
-	if o.EmbeddedEtcd.Directory == "" {
-		o.EmbeddedEtcd.Directory = "etcd-server"
+	dir, err := EmbeddedEtcdDirectory(root, o.EmbeddedEtcd.Directory)
+	if err != nil {
+		return CompletedOptions{}, err
 	}
-	if !filepath.IsAbs(o.EmbeddedEtcd.Directory) {
-		// Relative to the root directory, or to the working directory
-		// without one.
-		dir, err := filepath.Abs(filepath.Join(root, o.EmbeddedEtcd.Directory))
-		if err != nil {
-			return CompletedOptions{}, fmt.Errorf("resolving --embedded-etcd-directory: %w", err)
-		}
-		o.EmbeddedEtcd.Directory = dir
-	}
+	o.EmbeddedEtcd.Directory = dir
 	ignored := o.takeIgnoredFlags()
 	return CompletedOptions{&completedOptions{Options: *o, IgnoredFlags: ignored}}, nil
 }

@@ -260,6 +260,7 @@ func newGenericConfig() *genericapiserver.RecommendedConfig {
 	// the full request timeout for open watches, and clients keep streaming
 	// from a server that is going away instead of reconnecting.
 	generic.ShutdownWatchTerminationGracePeriod = shutdownWatchTerminationGracePeriod
+	generic.LongRunningFunc = withLongRunningBackup(generic.LongRunningFunc)
 	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
 	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
 	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on

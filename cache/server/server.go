@@ -170,6 +170,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
 	s.serveHomeRevisions(c)
+	s.serveBackup()
 	crds := crdInformer(s.apiextensions)
 	groups := discovery.NewGroupLister(crds.Lister(), s.GenericAPIServer.DiscoveryGroupManager)
 	if err := groups.Start(ctx, crds.Informer()); err != nil {

@@ -7,7 +7,10 @@ go 1.26.0
 
 require github.com/kcp-cache/kcp-cache v0.0.0
 
-require github.com/anishathalye/porcupine v1.3.1 // indirect
+require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	go.etcd.io/etcd/etcdutl/v3 v3.6.8 // indirect
+)
 
 replace github.com/kcp-cache/kcp-cache => ../..
 

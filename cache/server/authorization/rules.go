@@ -35,6 +35,8 @@ const (
 	RuleSystemPartitionCRDsOnly Rule = "system-partition-crds-only"
 	// RuleMasters: system:masters may do everything else.
 	RuleMasters Rule = "masters"
+	// RuleBackupMastersOnly: only system:masters takes a backup.
+	RuleBackupMastersOnly Rule = "backup-masters-only"
 	// RuleDiscovery: shards, readers and peers read discovery and /version.
 	RuleDiscovery Rule = "discovery"
 	// RuleHomeRevision: shards, readers and peers ask a home its revision.
@@ -228,6 +230,15 @@ var rules = []policyRule{
 		who:      "`" + user.SystemPrivilegedGroup + "`",
 		requests: "everything else",
 		matches:  func(r *request) bool { return r.masters },
+	},
+	{
+		name: RuleBackupMastersOnly, decision: authorizer.DecisionDeny,
+		who:      "everyone else",
+		requests: "`" + kcpcache.BackupPath + "`: a backup holds every partition and the cache's own records; for a mounted cache, no host's authorizer may grant it",
+		matches:  func(r *request) bool { return !r.resource && r.path == kcpcache.BackupPath },
+		reason: func(*request) string {
+			return "only system:masters takes a backup: it holds every partition of the cache"
+		},
 	},
 	{
 		name: RuleDiscovery, decision: authorizer.DecisionAllow,

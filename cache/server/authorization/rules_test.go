@@ -90,6 +90,12 @@ func identityCases() []authzCase {
 		{"masters read the system partition", masters, &system, "list", "apiexports", "", allow, RuleMasters},
 		{"masters use reserved names", masters, scope(kcpcache.SystemShard, "root"), "create", "apiexports", "", allow, RuleMasters},
 		{"masters reach metrics", masters, &system, "get", "", "/metrics", allow, RuleMasters},
+		{"masters take a backup", masters, &system, "get", "", kcpcache.BackupPath, allow, RuleMasters},
+		{"shard may not take a backup", amber, &system, "get", "", kcpcache.BackupPath, deny, RuleBackupMastersOnly},
+		{"reader may not take a backup", reader, &system, "get", "", kcpcache.BackupPath, deny, RuleBackupMastersOnly},
+		{"peer may not take a backup", west, &system, "get", "", kcpcache.BackupPath, deny, RuleBackupMastersOnly},
+		{"metrics reader may not take a backup", metrics, &system, "get", "", kcpcache.BackupPath, deny, RuleBackupMastersOnly},
+		{"others may not take a backup", other, &system, "get", "", kcpcache.BackupPath, deny, RuleBackupMastersOnly},
 
 		{"shard writes its partition", amber, scope("amber", "root"), "create", "apiexports", "", allow, RuleOwnPartitionWrites},
 		{"shard updates its partition", amber, scope("amber", "org"), "update", "apiexports", "", allow, RuleOwnPartitionWrites},

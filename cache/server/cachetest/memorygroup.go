@@ -19,13 +19,19 @@ import (
 // ports, instead of the fixture's.
 func OwnEmbeddedEtcd(more func(*options.Options)) Option {
 	return WithFlags(func(o *options.Options) {
-		t := &o.Etcd.StorageConfig.Transport
-		t.ServerList, t.TrustedCAFile, t.CertFile, t.KeyFile = nil, "", "", ""
-		o.EmbeddedEtcd.ClientPort, o.EmbeddedEtcd.PeerPort = 0, 0
+		ownEmbeddedEtcd(o)
 		if more != nil {
 			more(o)
 		}
 	})
+}
+
+// ownEmbeddedEtcd sets o for a server that starts its own embedded etcd,
+// in <root>/etcd-server unless o says otherwise, on free ports.
+func ownEmbeddedEtcd(o *options.Options) {
+	t := &o.Etcd.StorageConfig.Transport
+	t.ServerList, t.TrustedCAFile, t.CertFile, t.KeyFile = nil, "", "", ""
+	o.EmbeddedEtcd.ClientPort, o.EmbeddedEtcd.PeerPort = 0, 0
 }
 
 // StartMemoryGroup starts n --storage=memory servers of one group on

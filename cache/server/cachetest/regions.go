@@ -35,6 +35,10 @@ type RegionsOptions struct {
 	// PeersWith says whether cache from peers with cache to; nil: every
 	// pair.
 	PeersWith func(from, to string) bool
+	// OwnEmbeddedEtcd makes every cache start its own embedded etcd in
+	// <root>/etcd-server, as the binary does, instead of the fixture's:
+	// for what only a server's own member has, such as a backup.
+	OwnEmbeddedEtcd bool
 }
 
 // PeerToken is the bearer token with which cache from reads cache to.
@@ -43,7 +47,7 @@ func PeerToken(from, to string) string { return "peer-" + from + "-reads-" + to 
 // StartRegions starts a cache per name, each the peer of the others as o
 // says, authenticated as kcpcache.PeerUser with a token; every server
 // stops at the test's end.
-func StartRegions(t testing.TB, ctx context.Context, o RegionsOptions, names ...string) map[string]*Region {
+func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ...string) map[string]*Region {
 	t.Helper()
 	regions := map[string]*Region{}
 	for _, name := range names {
@@ -67,6 +71,9 @@ func StartRegions(t testing.TB, ctx context.Context, o RegionsOptions, names ...
 			o.Authentication.TokenAuthFile = tokenFile
 			o.Hierarchy.CacheName = name
 			o.Hierarchy.FreshnessWait = 3 * time.Second
+			if ro.OwnEmbeddedEtcd {
+				ownEmbeddedEtcd(o)
+			}
 		}
 		if r.Srv, err = Start(ctx, r.Opts); err != nil {
 			t.Fatal(err)
@@ -78,13 +85,13 @@ func StartRegions(t testing.TB, ctx context.Context, o RegionsOptions, names ...
 	for _, r := range regions {
 		var peers []string
 		for _, p := range regions {
-			if p == r || (o.PeersWith != nil && !o.PeersWith(r.Name, p.Name)) {
+			if p == r || (ro.PeersWith != nil && !ro.PeersWith(r.Name, p.Name)) {
 				continue
 			}
 			cfg := rest.AnonymousClientConfig(p.Srv.Config())
 			cfg.BearerToken = PeerToken(r.Name, p.Name)
-			if o.Via != nil {
-				cfg.Host = o.Via(r.Name, p.Name, cfg.Host)
+			if ro.Via != nil {
+				cfg.Host = ro.Via(r.Name, p.Name, cfg.Host)
 			}
 			file := filepath.Join(t.TempDir(), p.Name+".kubeconfig")
 			if err := server.WriteKubeconfig(file, cfg); err != nil {

@@ -23,7 +23,9 @@ const (
 
 	defaultStartTimeout = 60 * time.Second
 
-	defaultName = "kcp-cache"
+	// DefaultName is the member's name when Config.Name is empty: the name of
+	// every standalone cache's member, which a restored data directory keeps.
+	DefaultName = "kcp-cache"
 )
 
 // Config says where and how the embedded member runs.

@@ -126,7 +126,7 @@ func (cfg Config) etcdConfig() (*embed.Config, string, error) {
 	ec := embed.NewConfig()
 	ec.Name = cfg.Name
 	if ec.Name == "" {
-		ec.Name = defaultName
+		ec.Name = DefaultName
 	}
 	ec.Dir = cfg.Directory
 	clientURL := cfg.loopbackURL(cfg.ClientPort)

@@ -29,8 +29,12 @@ import (
 // apart, at start:
 //
 //   - a new etcd (an empty data directory): no marker yet, so a new one;
-//   - a snapshot restored with `etcdutl snapshot restore`: it gets a new
-//     cluster ID (restores do, unless told otherwise);
+//   - a backup restored with `cache-server restore` (backup.Restore): a new
+//     cluster ID, from a cluster token of the restore's own. (etcdutl's
+//     own restore derives the ID from the member's name, peer URLs and
+//     cluster token: restoring twice with the same ones, or with those of
+//     the original member, gives the same ID, and only the rule below
+//     tells the restore apart);
 //   - a data directory copied back from an older backup (same cluster ID,
 //     same marker): etcd's revision is then lower than the highest revision
 //     this server has seen in the epoch, which it records in its root

@@ -32,8 +32,13 @@ or --token-auth-file) and may write only their own partition.
 
 Every flag of kcp's cache-server is accepted, so that it replaces kcp's binary or
 image with the same arguments; the few that cannot mean anything here say so
-below and are logged at start when set.`,
+below and are logged at start when set.
+
+Subcommands: "cache-server backup --to FILE" takes a backup of a running
+server's embedded etcd; "cache-server restore --from FILE" puts one into a
+stopped server's data directory. Each has its own --help.`,
 	}
+	cmd.AddCommand(newBackupCommand(), newRestoreCommand())
 	return command.New(cmd, opts.AddFlags, func(ctx context.Context) error {
 		completed, err := opts.Complete()
 		if err != nil {

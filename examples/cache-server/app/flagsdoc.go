@@ -35,10 +35,24 @@ prints. Names match kcp's cache server where they overlap, and every flag of kcp
 what kcp's flags do here is in [kcp.md](kcp.md#kcps-flags). A few are accepted for kcp's sake and
 have no effect; their help says so, and the server logs each one that is set at start. Flags of a
 shard that mounts a cache (` + "`--run-cache-server`" + `, ...) are in
-[kcp.md](kcp.md#mounting-the-cache-in-a-kcp-shard-kcps-in-process-cache).
+[kcp.md](kcp.md#mounting-the-cache-in-a-kcp-shard-kcps-in-process-cache). The flags of the
+subcommands ` + "`backup` and `restore`" + ` follow the server's.
 `)
 	if err := command.WriteMarkdown(&b, FlagSets()); err != nil {
 		return nil, err
+	}
+	for _, sub := range []struct {
+		line, summary string
+		addFlags      func(*cliflag.NamedFlagSets)
+	}{
+		{"cache-server backup", "Takes a backup of a running server's embedded etcd, through the server " +
+			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewBackupOptions().AddFlags},
+		{"cache-server restore", "Restores a backup into a stopped server's data directory " +
+			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewRestoreOptions().AddFlags},
+	} {
+		if err := command.WriteSubcommandMarkdown(&b, sub.line, sub.summary, command.FlagSets(sub.addFlags)); err != nil {
+			return nil, err
+		}
 	}
 	return b.Bytes(), nil
 }

@@ -40,10 +40,13 @@ func FlagSets(addFlags func(*cliflag.NamedFlagSets)) cliflag.NamedFlagSets {
 	return fss
 }
 
+// loggingSection names the flag set of the logging flags New adds.
+const loggingSection = "Logging"
+
 func flagSets(addFlags func(*cliflag.NamedFlagSets)) (cliflag.NamedFlagSets, *logs.Options) {
 	logOptions := logs.NewOptions()
 	var fss cliflag.NamedFlagSets
 	addFlags(&fss)
-	logsapi.AddFlags(logOptions, fss.FlagSet("Logging"))
+	logsapi.AddFlags(logOptions, fss.FlagSet(loggingSection))
 	return fss, logOptions
 }
