@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -119,6 +120,11 @@ type derivedConfig struct {
 	// the health paths and /version (--authorization-always-allow-paths).
 	alwaysAllowPaths []string
 
+	// reloads follow the files of credentials that upstream's serving does
+	// not follow itself (the token file, the peers' kubeconfigs, a mounted
+	// cache's client CA); New runs them from FileReloadHookName.
+	reloads []func(context.Context)
+
 	// hostLoopback is the host's loopback configuration when the cache is
 	// mounted (see NewMountedConfig); nil for a standalone server.
 	hostLoopback *rest.Config
@@ -227,7 +233,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if extraCfg.Hierarchy, err = hierarchyConfig(opts.Hierarchy); err != nil {
+	if extraCfg.Hierarchy, err = hierarchyConfig(opts.Hierarchy, &derived); err != nil {
 		return nil, err
 	}
 	applyRemoval(opts.Removal, &extraCfg)
