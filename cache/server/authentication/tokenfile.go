@@ -1,7 +1,9 @@
 package authentication
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"sync/atomic"
 
 	"k8s.io/apiserver/pkg/authentication/authenticator"
@@ -17,8 +19,8 @@ const TokenFileSource = "token-auth-file"
 // TokenFile authenticates the static bearer tokens of --token-auth-file,
 // in kube-apiserver's CSV format, and follows the file: run its Watcher and
 // a changed file is in force within reload.Interval, tokens it no longer
-// holds refused from then on. Content that does not parse leaves the
-// tokens in force as they were (see package reload).
+// holds refused from then on. Content that does not parse, or an empty
+// file, leaves the tokens in force as they were (see package reload).
 //
 // Upstream's tokenfile authenticator reads its file once; this one builds
 // a new upstream authenticator (tokenfile.NewCSV) from each new content
@@ -52,8 +54,14 @@ func (f *TokenFile) Files() []string { return []string{f.path} }
 // seen at the next check.
 func (f *TokenFile) Load() (reload.Digest, error) {
 	var d reload.Digester
-	if _, err := d.ReadFile(f.path); err != nil {
+	content, err := d.ReadFile(f.path)
+	if err != nil {
 		return reload.Digest{}, err
+	}
+	if len(bytes.TrimSpace(content)) == 0 && f.current.Load() != nil {
+		// Most likely a file being written in place; a start accepts an
+		// empty file, as kube-apiserver does.
+		return d.Sum(), errors.New("the token file is empty; the tokens in force stay (a restart takes an empty file)")
 	}
 	tokens, err := tokenfile.NewCSV(f.path)
 	if err != nil {

@@ -55,6 +55,7 @@ func TestTokenFileFollowsTheFile(t *testing.T) {
 	for what, bad := range map[string]func(){
 		"a line of two columns": func() { write("red-token,system:kcp:shard:red\n") },
 		"no file":               func() { _ = os.Remove(path) },
+		"an empty file":         func() { write("") },
 	} {
 		bad()
 		if w.Check(ctx) {
@@ -64,6 +65,7 @@ func TestTokenFileFollowsTheFile(t *testing.T) {
 			t.Errorf("after %s, green-token: %s; want the tokens in force before", what, got)
 		}
 	}
+	_ = os.Remove(path)
 	if _, _, err := NewTokenFile(path); err == nil {
 		t.Error("a missing token file was accepted at start")
 	}
