@@ -110,7 +110,9 @@ type derivedConfig struct {
 
 	// adminToken authenticates the admin kubeconfig's user (system:masters).
 	adminToken string
-	// servingCAData lets clients verify the serving certificate.
+	// servingCAData lets clients verify the serving certificate, as it was
+	// at start: the admin kubeconfig is written with it, and again only at
+	// the next start.
 	servingCAData []byte
 	// kubeconfigPath is where the admin kubeconfig is written; empty skips it.
 	kubeconfigPath string
@@ -311,6 +313,13 @@ func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptio
 	}
 	// The profiler is the process's: a mounted cache leaves it to its host.
 	derived.profilerAddress = opts.ProfilerAddress
+	// Upstream's SecureServingOptions.ApplyTo serves a certificate from
+	// files (--tls-cert-file, or the self-signed one it wrote under
+	// --cert-dir) as dynamiccertificates.NewDynamicServingContentFromFiles,
+	// and SecureServingInfo.Serve runs its controller (and the client CA's,
+	// see authentication.OperatorIdentities) until the server stops: a
+	// replaced certificate serves new connections without a restart, as in
+	// kube-apiserver. The loopback client has a certificate of its own.
 	withLoopback := genericoptions.SecureServingOptionsWithLoopback{SecureServingOptions: serving}
 	if err := withLoopback.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return err
