@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/pflag"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 )
 
 // AuthenticationOptions say how clients other than the admin prove who they
@@ -28,9 +30,9 @@ func NewAuthenticationOptions() *AuthenticationOptions {
 // AddFlags adds --client-ca-file and --token-auth-file to fs.
 func (o *AuthenticationOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientCert.ClientCA, "client-ca-file", o.ClientCert.ClientCA,
-		"CA bundle for client certificates. A certificate it signs authenticates as its CommonName, with its Organizations as groups; shards use CN=system:kcp:shard:<shard-name>.")
+		"CA bundle for client certificates. A certificate it signs authenticates as its CommonName, with its Organizations as groups; shards use CN=system:kcp:shard:<shard-name>. Read again when it changes: certificates of a CA it no longer holds are refused from then on.")
 	fs.StringVar(&o.TokenAuthFile, "token-auth-file", o.TokenAuthFile,
-		"CSV file of static bearer tokens (token,user,uid[,\"group1,group2\"]), as kube-apiserver reads it; a shard's user is system:kcp:shard:<shard-name>.")
+		"CSV file of static bearer tokens (token,user,uid[,\"group1,group2\"]), as kube-apiserver reads it; a shard's user is system:kcp:shard:<shard-name>. Read again every "+reload.Interval.String()+": a changed file is in force within that time, tokens it no longer holds are refused, and content that does not parse leaves the tokens as they were.")
 }
 
 // Validate checks that the named files exist.

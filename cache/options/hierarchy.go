@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 )
 
 // DefaultFreshnessWait bounds how long a consistent read of a mirrored
@@ -49,9 +50,9 @@ func (o *HierarchyOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.CacheName, "cache-name", o.CacheName,
 		"This cache's name in a hierarchy of caches (a DNS label, e.g. the region). Required with --peer or --peers-kubeconfig. Answers carry it in the Kcp-Cache-Name header.")
 	fs.StringArrayVar(&o.Peers, "peer", o.Peers,
-		"A peer cache to mirror, as NAME=KUBECONFIG (repeatable): the partitions whose home is that cache are pulled from it and served here. The kubeconfig's current context reaches the peer; its credentials must authenticate as system:kcp:cache:<--cache-name>.")
+		"A peer cache to mirror, as NAME=KUBECONFIG (repeatable): the partitions whose home is that cache are pulled from it and served here. The kubeconfig's current context reaches the peer; its credentials must authenticate as system:kcp:cache:<--cache-name>. The kubeconfig and the files it names are read again every "+reload.Interval.String()+": new credentials (token, client certificate, CA) are used without a restart; a new server address, or another set of peers, takes a restart.")
 	fs.StringVar(&o.PeersKubeconfig, "peers-kubeconfig", o.PeersKubeconfig,
-		"A kubeconfig in which every context is a peer cache to mirror, named by the context's name; combines with --peer.")
+		"A kubeconfig in which every context is a peer cache to mirror, named by the context's name; combines with --peer. Its credentials are read again as --peer's are; contexts added or removed take a restart.")
 	fs.StringSliceVar(&o.AdoptShards, "adopt-shard", o.AdoptShards,
 		"Shards whose home moves to this cache (repeatable): it claims them with a generation above any it or a reachable peer knows (once per cache and shard: a restart with the same flag does not claim again) and accepts their writes; the shard then pushes its partition here in full, and the old home, reading the higher claim, gives the shard up and mirrors it from this cache. Also resolves a conflict (two claims of one generation).")
 	fs.DurationVar(&o.FreshnessWait, "freshness-wait", o.FreshnessWait,

@@ -129,6 +129,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	fss.FlagSet("Debugging").StringVar(&o.ProfilerAddress, "profiler-address", o.ProfilerAddress,
 		"[host]:port to serve Go's profiler (/debug/pprof/) on, over plain HTTP and without authentication; empty serves none.")
 	o.SecureServing.AddFlags(fss.FlagSet("Secure serving"))
+	markReloadedFlags(fss.FlagSet("Secure serving"))
 	o.Authentication.AddFlags(fss.FlagSet("Authentication"))
 	o.Authorization.AddFlags(fss.FlagSet("Authorization"))
 	o.Audit.AddFlags(fss.FlagSet("Auditing"))

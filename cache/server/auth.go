@@ -32,7 +32,8 @@ func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, 
 	if err != nil {
 		return err
 	}
-	authenticators = append(authenticators, identities...)
+	authenticators = append(authenticators, identities.Authenticators...)
+	derived.reloads = append(derived.reloads, identities.Reloads...)
 	if host != nil && host.Authenticator != nil {
 		authenticators = append(authenticators, host.Authenticator)
 	}

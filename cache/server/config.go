@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -115,7 +116,9 @@ type derivedConfig struct {
 
 	// adminToken authenticates the admin kubeconfig's user (system:masters).
 	adminToken string
-	// servingCAData lets clients verify the serving certificate.
+	// servingCAData lets clients verify the serving certificate, as it was
+	// at start: the admin kubeconfig is written with it, and again only at
+	// the next start.
 	servingCAData []byte
 	// kubeconfigPath is where the admin kubeconfig is written; empty skips it.
 	kubeconfigPath string
@@ -124,6 +127,11 @@ type derivedConfig struct {
 	// alwaysAllowPaths are non-resource paths anyone may reach, on top of
 	// the health paths and /version (--authorization-always-allow-paths).
 	alwaysAllowPaths []string
+
+	// reloads follow the files of credentials that upstream's serving does
+	// not follow itself (the token file, the peers' kubeconfigs, a mounted
+	// cache's client CA); New runs them from FileReloadHookName.
+	reloads []func(context.Context)
 
 	// hostLoopback is the host's loopback configuration when the cache is
 	// mounted (see NewMountedConfig); nil for a standalone server.
@@ -235,7 +243,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if extraCfg.Hierarchy, err = hierarchyConfig(opts.Hierarchy); err != nil {
+	if extraCfg.Hierarchy, err = hierarchyConfig(opts.Hierarchy, &derived); err != nil {
 		return nil, err
 	}
 	applyRemoval(opts.Removal, &extraCfg)
@@ -314,6 +322,13 @@ func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptio
 	}
 	// The profiler is the process's: a mounted cache leaves it to its host.
 	derived.profilerAddress = opts.ProfilerAddress
+	// Upstream's SecureServingOptions.ApplyTo serves a certificate from
+	// files (--tls-cert-file, or the self-signed one it wrote under
+	// --cert-dir) as dynamiccertificates.NewDynamicServingContentFromFiles,
+	// and SecureServingInfo.Serve runs its controller (and the client CA's,
+	// see authentication.OperatorIdentities) until the server stops: a
+	// replaced certificate serves new connections without a restart, as in
+	// kube-apiserver. The loopback client has a certificate of its own.
 	withLoopback := genericoptions.SecureServingOptionsWithLoopback{SecureServingOptions: serving}
 	if err := withLoopback.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return err

@@ -9,35 +9,42 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
+	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 )
 
 // MirrorHookName mirrors the partitions whose home is a peer cache.
 const MirrorHookName = "kcp-cache-mirror"
 
 // hierarchyConfig translates the hierarchy options: it loads each peer's
-// kubeconfig (the options only name the files).
-func hierarchyConfig(o *options.HierarchyOptions) (HierarchyConfig, error) {
+// kubeconfig (the options only name the files). A peer's configuration
+// follows its kubeconfig's credentials while the server runs
+// (reload.Kubeconfig): the loops that keep them current are added to
+// derived's reloads. The set of peers and their addresses are fixed until
+// the next start.
+func hierarchyConfig(o *options.HierarchyOptions, derived *derivedConfig) (HierarchyConfig, error) {
 	sources, err := o.PeerSources()
 	if err != nil {
 		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
 	}
 	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
 	for _, src := range sources {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: src.Kubeconfig}
-		overrides := &clientcmd.ConfigOverrides{CurrentContext: src.Context}
-		cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+		cfg, watcher, err := reload.Kubeconfig(PeerKubeconfigSource(src.Name), src.Kubeconfig, src.Context)
 		if err != nil {
 			return HierarchyConfig{}, fmt.Errorf("peer %q: %w", src.Name, err)
 		}
 		out.Peers = append(out.Peers, mirror.Peer{Name: src.Name, Config: cfg})
+		derived.reloads = append(derived.reloads, watcher.Run)
 	}
 	return out, nil
 }
+
+// PeerKubeconfigSource names a peer's kubeconfig in logs and in the
+// metrics of package reload.
+func PeerKubeconfigSource(peer string) string { return "peer-kubeconfig:" + peer }
 
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -40,18 +43,38 @@ func TestHierarchyConfigLoadsEveryPeer(t *testing.T) {
 	if errs := o.Validate(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	hc, err := hierarchyConfig(&o)
+	var derived derivedConfig
+	hc, err := hierarchyConfig(&o, &derived)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(derived.reloads) != 3 {
+		t.Errorf("%d loops follow the peers' kubeconfigs, want one per peer", len(derived.reloads))
+	}
+	// A peer's credentials are its transport's (they follow the file):
+	// what it sends is what a server sees.
+	var sent string
+	seen := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent = r.Header.Get("Authorization")
+	}))
+	defer seen.Close()
 	got := map[string]string{}
 	for _, p := range hc.Peers {
-		got[p.Name] = p.Config.Host + " " + p.Config.BearerToken
+		hc, err := rest.HTTPClientFor(p.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Get(seen.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		got[p.Name] = p.Config.Host + " " + sent
 	}
 	want := map[string]string{
-		"north": "https://north.example:6443 token-north",
-		"south": "https://south.example:6443 token-south",
-		"west":  "https://west.example:6443 token-west",
+		"north": "https://north.example:6443 Bearer token-north",
+		"south": "https://south.example:6443 Bearer token-south",
+		"west":  "https://west.example:6443 Bearer token-west",
 	}
 	if len(got) != len(want) {
 		t.Fatalf("peers %v, want %v", got, want)

@@ -34,6 +34,10 @@ const (
 	// HomeRevisionHookName follows etcd for the revision of each
 	// partition's data of each type, which mirrors ask this cache for.
 	HomeRevisionHookName = "kcp-cache-home-revision"
+	// FileReloadHookName follows the files of credentials that upstream's
+	// serving does not: the token file, the peers' kubeconfigs and a
+	// mounted cache's client CA.
+	FileReloadHookName = "kcp-cache-file-reload"
 )
 
 // loops owns every goroutine the server starts for work of its own, as
@@ -119,4 +123,16 @@ func (l *loops) stop() {
 type loop struct {
 	hook string
 	run  func(context.Context)
+}
+
+// together runs every one of runs in a goroutine of its own and returns
+// once all have returned, for one post-start hook to own several loops.
+func together(runs []func(context.Context)) func(context.Context) {
+	return func(ctx context.Context) {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		for _, run := range runs {
+			wg.Go(func() { run(ctx) })
+		}
+	}
 }

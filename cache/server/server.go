@@ -430,6 +430,7 @@ func (s *Server) startLoops(ctx context.Context, c CompletedConfig, crdInformer 
 		{ShardMetricsHookName, shardMetrics.Run},
 		{MirrorHookName, s.runMirror},
 		{HomeRevisionHookName, s.homeRevisions.Run},
+		{FileReloadHookName, together(c.derived.reloads)},
 	} {
 		if err := s.loops.add(s.GenericAPIServer, l.hook, l.run); err != nil {
 			return err

@@ -162,6 +162,7 @@ func TestAlertsCoverTheCache(t *testing.T) {
 		"KcpCacheShardHeartbeatExpired", "KcpCacheShardUnconfirmed", "KcpCacheReplicationDegraded",
 		"KcpCacheEtcdDatabaseNearQuota", "KcpCacheRequestErrors", "KcpCacheListLatencyHigh",
 		"KcpCacheMirrorBehind", "KcpCacheHomeUnreachable", "KcpCachePartitionHeld", "KcpCacheHomeConflict",
+		"KcpCacheCredentialsReloadFailing",
 	} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s among %v", want, alerts)

@@ -24,6 +24,12 @@ type Region struct {
 	Srv  *Server
 	// Opts start the region's server again on its data (and peers).
 	Opts Options
+	// TokenFile is the cache's --token-auth-file: a line for each cache
+	// that reads it, with PeerToken.
+	TokenFile string
+	// PeerKubeconfigs are the kubeconfigs (--peer) with which the cache
+	// reads each of its peers, by the peer's name.
+	PeerKubeconfigs map[string]string
 }
 
 // RegionsOptions shape the peering of StartRegions; the zero value is a
@@ -65,7 +71,7 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 		if err := os.WriteFile(tokenFile, []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		r := &Region{Name: name}
+		r := &Region{Name: name, TokenFile: tokenFile, PeerKubeconfigs: map[string]string{}}
 		r.Opts = Options{RootDirectory: t.TempDir(), EtcdDirectory: t.TempDir(), Port: port}
 		r.Opts.Flags = func(o *options.Options) {
 			o.Authentication.TokenAuthFile = tokenFile
@@ -98,6 +104,7 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 				t.Fatal(err)
 			}
 			peers = append(peers, p.Name+"="+file)
+			r.PeerKubeconfigs[p.Name] = file
 		}
 		base := r.Opts.Flags
 		r.Opts.Flags = func(o *options.Options) {
