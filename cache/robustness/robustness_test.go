@@ -346,12 +346,19 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 					return fmt.Errorf("%s learning that %s moved to %s: %w", r.Name, p.shard, to, err)
 				}
 			}
-			// And the writes stay held until every cache holds what the
-			// new home holds, as the new home's: the move itself must
-			// hide nothing, before the shard writes again.
-			want, err := keysAt(ctx, atNewHome, "")
-			if err != nil {
-				return fmt.Errorf("listing %s at %s: %w", p.shard, to, err)
+			// And the writes stay held until the new home holds every
+			// object as its own (its copies rewritten without their
+			// bookkeeping, at a revision of its own) and every other
+			// cache holds each of them as the new home's copy of exactly
+			// that revision: the move itself must hide nothing, and
+			// afterwards every cache answers one revision per key.
+			var want map[string]string
+			if err := cachetest.Poll(ctx, func(ctx context.Context) error {
+				var err error
+				want, err = homeRevisionsAt(ctx, atNewHome, "")
+				return err
+			}); err != nil {
+				return fmt.Errorf("%s making %s's objects its own: %w", to, p.shard, err)
 			}
 			for _, r := range regions {
 				if r.Name == to {
@@ -359,8 +366,8 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 				}
 				reader := scopedReader(t, r.Srv, p.shard, &Answers{})
 				if err := cachetest.Poll(ctx, func(ctx context.Context) error {
-					got, err := keysAt(ctx, reader, to)
-					if err == nil && !slices.Equal(got, want) {
+					got, err := homeRevisionsAt(ctx, reader, to)
+					if err == nil && !maps.Equal(got, want) {
 						err = fmt.Errorf("holds %v as %s's, %s holds %v", got, to, to, want)
 					}
 					return err
@@ -383,21 +390,30 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 	}
 }
 
-// keysAt lists the keys r holds now (resourceVersion=0), those held as
-// home's copies only when home is set.
-func keysAt(ctx context.Context, r dynamic.ResourceInterface, home string) ([]string, error) {
+// homeRevisionsAt reads what r holds now (resourceVersion=0) as the
+// home's revision of each key: with home "", r is the home and must hold
+// every object as its own (no copy bookkeeping); else every object must be
+// home's copy.
+func homeRevisionsAt(ctx context.Context, r dynamic.ResourceInterface, home string) (map[string]string, error) {
 	list, err := r.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
+	out := map[string]string{}
 	for _, u := range list.Items {
-		if home == "" || u.GetAnnotations()[kcpcache.AnnotationHome] == home {
-			keys = append(keys, u.GetName())
+		a := u.GetAnnotations()
+		switch {
+		case home == "" && a[kcpcache.AnnotationHome] != "":
+			return nil, fmt.Errorf("%s is still a copy of %s's", u.GetName(), a[kcpcache.AnnotationHome])
+		case home == "":
+			out[u.GetName()] = u.GetResourceVersion()
+		case a[kcpcache.AnnotationHome] != home:
+			return nil, fmt.Errorf("%s is held as %q's", u.GetName(), a[kcpcache.AnnotationHome])
+		default:
+			out[u.GetName()] = a[kcpcache.AnnotationHomeResourceVersion]
 		}
 	}
-	slices.Sort(keys)
-	return keys, nil
+	return out, nil
 }
 
 // homeIs checks that srv's table of home claims names home for shard.
