@@ -6,7 +6,9 @@
 # operator mounts its secrets. It waits for /readyz and /livez to answer 200
 # over HTTPS, lists through the operator's shared client certificate, stops
 # the container and checks that it exited 0. It prints the image's size and
-# the /readyz answer.
+# the /readyz answer. Then it starts it again under a memory limit
+# (MEMORY_LIMIT_MIB, default 256) and loads objects until the server refuses
+# them (507), checking that it is never OOM-killed.
 #
 #   hack/image.sh          # build, start, probe, stop (.ci/run runs this)
 #   hack/image.sh build    # build only
@@ -154,4 +156,90 @@ podman stop --time 30 "$name" >/dev/null
 exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
 [ "$exit_code" = 0 ] || fail "the server exited $exit_code on SIGTERM"
 
-echo "image $IMAGE: $((size / 1000000)) MB; /readyz: $readyz; ran as uid 65532 on a read-only root; exited 0 on SIGTERM; $(elapsed "$t0") in all"
+# Under a memory limit, as a container with resources.limits.memory runs it:
+# the server reads the limit from its cgroup (--memory-limit=auto), collects
+# before it is reached, and refuses new objects (507) before its data can no
+# longer fit; it is never OOM-killed. The etcd directory is on disk here (an
+# emptyDir's default medium): a tmpfs's pages would count against the limit.
+limit_mib=${MEMORY_LIMIT_MIB:-256}
+echo "== podman run $IMAGE with --memory=${limit_mib}m, loading objects until it refuses them"
+t2=$(date +%s)
+etcd_dir=$work/etcd
+mkdir -p "$etcd_dir" && chown 65532:65532 "$etcd_dir" && chmod 0700 "$etcd_dir"
+podman rm -f --time 5 "$name" >/dev/null 2>&1 || true
+podman run -d --name "$name" \
+  --user 65532:65532 --read-only \
+  --memory="${limit_mib}m" --memory-swap="${limit_mib}m" \
+  -v "$etcd_dir:/var/etcd" \
+  --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+  -p "127.0.0.1:$port:6443" \
+  -v "$tls/server:/etc/cache-server/tls/server:ro" \
+  -v "$tls/ca:/etc/cache-server/tls/ca/root:ro" \
+  "$IMAGE" \
+  --tls-cert-file=/etc/cache-server/tls/server/tls.crt \
+  --tls-private-key-file=/etc/cache-server/tls/server/tls.key \
+  --root-directory= \
+  --client-ca-file=/etc/cache-server/tls/ca/root/tls.crt \
+  --embedded-etcd-directory=/var/etcd >/dev/null
+deadline=$(($(date +%s) + ${READY_TIMEOUT:-180}))
+until [ "$(probe /readyz)" = 200 ]; do
+  [ "$(podman inspect --format '{{.State.Running}}' "$name" 2>/dev/null)" = true ] || fail "the memory-limited container stopped before it was ready"
+  [ "$(date +%s)" -lt "$deadline" ] || fail "the memory-limited container was not ready within ${READY_TIMEOUT:-180}s"
+  sleep 1
+done
+want_bytes=$((limit_mib * 1024 * 1024))
+podman logs "$name" 2>&1 | grep -q "\"Memory limit\" limitBytes=$want_bytes" ||
+  fail "the server did not take its memory limit ($want_bytes bytes) from its cgroup"
+# Objects of 256 KiB, four at a time, until the server answers 507 (at most
+# 4,000 of them: 1 GiB, four times the limit).
+# One body for all (a generated name each): 256 KiB of payload.
+printf '{"apiVersion":"apis.kcp.io/v1alpha2","kind":"APIExport","metadata":{"generateName":"big-"},"spec":{"payload":"%s"}}' \
+  "$(head -c 196608 /dev/zero | base64 -w0)" >"$work/big.json"
+for i in $(seq 1 4000); do echo "$i"; done >"$work/seq"
+post() {
+  curl -sS --max-time 60 --cacert "$tls/serving-ca.crt" --cert "$tls/client/tls.crt" --key "$tls/client/tls.key" \
+    -H 'Content-Type: application/json' --data-binary @"$work/big.json" -o /dev/null -w '%{http_code}\n' \
+    "$base/services/cache/shards/amber/clusters/root/apis/apis.kcp.io/v1alpha2/apiexports" 2>/dev/null || echo 000
+}
+export -f post
+export base tls work
+created=0
+refused=0
+while read -r batch; do
+  codes=$(echo "$batch" | tr ' ' '\n' | xargs -P 4 -I{} bash -c 'post {}')
+  created=$((created + $(echo "$codes" | grep -c '^201$' || true)))
+  if echo "$codes" | grep -q '^507$'; then refused=1; break; fi
+  bad=$(echo "$codes" | grep -v '^201$' | head -1 || true)
+  [ -z "$bad" ] || fail "a create under the memory limit answered $bad after $created objects"
+done < <(xargs -n 40 <"$work/seq")
+[ "$refused" = 1 ] || fail "4000 objects of 256 KiB created under a ${limit_mib} MiB limit and none refused"
+[ "$(podman inspect --format '{{.State.OOMKilled}}' "$name")" = false ] || fail "the server was OOM-killed"
+[ "$(podman inspect --format '{{.State.Running}}' "$name")" = true ] || fail "the server stopped after $created objects"
+[ "$(probe /readyz)" = 200 ] || fail "/readyz is not 200 once the server refuses new objects"
+code=$(curl -sS --max-time 30 --cacert "$tls/serving-ca.crt" --cert "$tls/client/tls.crt" --key "$tls/client/tls.key" \
+  -o /dev/null -w '%{http_code}' "$base/services/cache/shards/amber/clusters/root/apis/apis.kcp.io/v1alpha2/apiexports?limit=1" || true)
+[ "$code" = 200 ] || fail "listing objects once the server refuses new ones answered $code"
+rss=$(podman stats --no-stream --format '{{.MemUsage}}' "$name" 2>/dev/null | head -1 || true)
+echo "under --memory=${limit_mib}m: $created objects of 256 KiB taken, then 507 InsufficientStorage; not OOM-killed, still ready, reads served (memory: ${rss:-unknown}); $(elapsed "$t2")"
+podman stop --time 30 "$name" >/dev/null
+exit_code=$(podman inspect --format '{{.State.ExitCode}}' "$name")
+[ "$exit_code" = 0 ] || fail "the memory-limited server exited $exit_code on SIGTERM"
+
+# A volume (here the host directory) keeps everything across a restart of the
+# pod: the same container started again holds every object it had taken.
+echo "== podman start again on the same etcd directory (a persistent volume)"
+podman start "$name" >/dev/null
+deadline=$(($(date +%s) + ${READY_TIMEOUT:-180}))
+until [ "$(probe /readyz)" = 200 ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "the restarted container was not ready within ${READY_TIMEOUT:-180}s"
+  sleep 1
+done
+curl -sS --max-time 60 --cacert "$tls/serving-ca.crt" --cert "$tls/client/tls.crt" --key "$tls/client/tls.key" \
+  -o "$work/list" "$base/services/cache/shards/amber/clusters/root/apis/apis.kcp.io/v1alpha2/apiexports?resourceVersion=0" ||
+  fail "listing after the restart failed"
+kept=$(grep -o '"generateName":"big-"' "$work/list" | wc -l)
+[ "$kept" = "$created" ] || fail "after a restart on the same volume the server holds $kept of the $created objects it had taken"
+echo "restarted on its volume: all $created objects kept"
+podman stop --time 30 "$name" >/dev/null
+
+echo "image $IMAGE: $((size / 1000000)) MB; /readyz: $readyz; ran as uid 65532 on a read-only root; exited 0 on SIGTERM; refused objects at its memory limit without being killed; $(elapsed "$t0") in all"
