@@ -131,8 +131,8 @@ func TestRemovalAndStorageFlagsReachOptions(t *testing.T) {
 
 func TestLimitFlagsReachOptions(t *testing.T) {
 	c := parse(t, "--root-directory="+t.TempDir(), "--max-requests-inflight=50", "--max-mutating-requests-inflight=0",
-		"--max-list-objects-in-flight=10", "--list-wait-timeout=2s", "--return-memory-after-lists=false")
-	want := LimitOptions{MaxRequestsInFlight: 50, MaxMutatingRequestsInFlight: 0, MaxListObjectsInFlight: 10, ListWaitTimeout: 2 * time.Second}
+		"--max-list-objects-in-flight=10", "--list-wait-timeout=2s", "--return-memory-after-lists=false", "--memory-limit=3Gi")
+	want := LimitOptions{MaxRequestsInFlight: 50, MaxMutatingRequestsInFlight: 0, MaxListObjectsInFlight: 10, ListWaitTimeout: 2 * time.Second, MemoryLimit: "3Gi"}
 	if *c.Limits != want {
 		t.Errorf("limit flags: got %+v, want %+v", *c.Limits, want)
 	}
@@ -144,7 +144,7 @@ func TestLimitFlagsReachOptions(t *testing.T) {
 		t.Errorf("no budget and no wait reported %v", errs)
 	}
 	d := parse(t, "--root-directory="+t.TempDir())
-	if *d.Limits != *NewLimitOptions() || d.Limits.MaxListObjectsInFlight != DefaultMaxListObjectsInFlight || !d.Limits.ReturnMemoryAfterLists {
+	if *d.Limits != *NewLimitOptions() || d.Limits.MaxListObjectsInFlight != DefaultMaxListObjectsInFlight || !d.Limits.ReturnMemoryAfterLists || d.Limits.MemoryLimit != MemoryLimitAuto {
 		t.Errorf("defaults: %+v", *d.Limits)
 	}
 	for _, bad := range []string{"--max-requests-inflight=many", "--list-wait-timeout=30", "--max-list-objects-in-flight=1.5"} {
