@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -10,41 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache/options"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
-	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 )
 
 // MirrorHookName mirrors the partitions whose home is a peer cache.
 const MirrorHookName = "kcp-cache-mirror"
-
-// hierarchyConfig translates the hierarchy options: it loads each peer's
-// kubeconfig (the options only name the files). A peer's configuration
-// follows its kubeconfig's credentials while the server runs
-// (reload.Kubeconfig): the loops that keep them current are added to
-// derived's reloads. The set of peers and their addresses are fixed until
-// the next start.
-func hierarchyConfig(o *options.HierarchyOptions, derived *derivedConfig) (HierarchyConfig, error) {
-	sources, err := o.PeerSources()
-	if err != nil {
-		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
-	}
-	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
-	for _, src := range sources {
-		cfg, watcher, err := reload.Kubeconfig(PeerKubeconfigSource(src.Name), src.Kubeconfig, src.Context)
-		if err != nil {
-			return HierarchyConfig{}, fmt.Errorf("peer %q: %w", src.Name, err)
-		}
-		out.Peers = append(out.Peers, mirror.Peer{Name: src.Name, Config: cfg})
-		derived.reloads = append(derived.reloads, watcher.Run)
-	}
-	return out, nil
-}
-
-// PeerKubeconfigSource names a peer's kubeconfig in logs and in the
-// metrics of package reload.
-func PeerKubeconfigSource(peer string) string { return "peer-kubeconfig:" + peer }
 
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
@@ -140,5 +114,42 @@ func localRevision(etcdClient *clientv3.Client, prefix string) mirror.LocalRevis
 			return 0, err
 		}
 		return resp.Header.Revision, nil
+	}
+}
+
+// runMirror runs the claims' loop (adoption, the peers' tables) and the
+// mirror's; a cache without a name has neither, one without peers no mirror.
+func (s *Server) runMirror(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.homes != nil {
+		wg.Go(func() { s.homes.Run(ctx) })
+	}
+	if s.mirror != nil {
+		s.mirror.Run(ctx)
+	}
+}
+
+// Mirror is the cache's mirror of its peers; nil without peers.
+func (s *Server) Mirror() *mirror.Mirror { return s.mirror }
+
+// HomeRevisions is the tracker of this cache's revision of each partition
+// and type, running from the post-start hook HomeRevisionHookName.
+func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions }
+
+// serveHomeRevisions serves kcpcache.RevisionPath. The handler chain
+// authenticates and authorizes it as a non-resource path (authorization's
+// rules: shards, readers and peers may GET it).
+func (s *Server) serveHomeRevisions(c CompletedConfig) {
+	var elsewhere func(string) (string, int64, bool)
+	if s.homes != nil {
+		elsewhere = s.homes.HomedElsewhere
+	}
+	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
+		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch, elsewhere))
+	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
+		homerevision.RevisionsHandler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
+	if s.homes != nil {
+		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
 	}
 }
