@@ -4,17 +4,24 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
+	"sync"
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
+	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	authnunion "k8s.io/apiserver/pkg/authentication/request/union"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	authzpath "k8s.io/apiserver/pkg/authorization/path"
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
+	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	"k8s.io/apiserver/pkg/util/openapi"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	netutils "k8s.io/utils/net"
 
@@ -22,6 +29,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 	"github.com/kcp-cache/kcp-cache/cache/server/authorization"
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
@@ -33,8 +41,93 @@ import (
 
 // The translators below each turn one group of options into the parts of
 // the configuration that group decides, as sample-apiserver's option groups
-// apply themselves (ApplyTo); newConfig is the list of them. A new flag
+// apply themselves (ApplyTo); newConfig, first, is the list of them. A new flag
 // touches its options group and its group's translator.
+
+// newConfig builds the configuration NewConfig and NewMountedConfig return
+// (host nil: a standalone server) from the translators below.
+func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
+	types, err := opts.Types()
+	if err != nil {
+		return nil, fmt.Errorf("--bootstrap-types: %w", err)
+	}
+	root := opts.RootDirectory
+	if root != "" {
+		if err := os.MkdirAll(root, 0o700); err != nil {
+			return nil, fmt.Errorf("creating root directory: %w", err)
+		}
+	}
+	derived := derivedConfig{alwaysAllowPaths: opts.Authorization.AlwaysAllowPaths}
+	// Copies: what NewConfig derives (the embedded etcd's endpoint and
+	// client certificate, a listener, a self-signed certificate) is the
+	// configuration's, never written back into the caller's options.
+	etcdOpts := *opts.Etcd
+	serving := *opts.SecureServing.SecureServingOptions
+
+	if err := applyEmbeddedEtcd(opts.EmbeddedEtcd, root, &etcdOpts, &derived); err != nil {
+		return nil, err
+	}
+	if err := applyStorage(root, etcdOpts, &derived); err != nil {
+		return nil, err
+	}
+
+	generic := newGenericConfig()
+	if host == nil {
+		if err := applyStandaloneServing(opts, &serving, generic, &derived); err != nil {
+			return nil, err
+		}
+	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
+		return nil, err
+	}
+	var extraCfg ExtraConfig
+	if err := applyLimits(opts.Limits, generic, &extraCfg); err != nil {
+		return nil, err
+	}
+	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+
+	crdExtra, err := applyStorageGetters(etcdOpts, derived, generic)
+	if err != nil {
+		return nil, err
+	}
+	if extraCfg.Hierarchy, err = applyHierarchy(opts.Hierarchy, &derived); err != nil {
+		return nil, err
+	}
+	applyRemoval(opts.Removal, &extraCfg)
+	extraCfg.BootstrapCRDs = bootstrap.CRDs(types)
+	extraCfg.SyntheticDelay = opts.SyntheticDelay
+	return &Config{
+		Apiextensions: &apiextensionsapiserver.Config{
+			GenericConfig: generic,
+			ExtraConfig:   crdExtra,
+		},
+		Extra:   extraCfg,
+		derived: derived,
+	}, nil
+}
+
+// newGenericConfig is upstream's recommended configuration with what every
+// cache server sets regardless of its options.
+func newGenericConfig() *genericapiserver.RecommendedConfig {
+	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
+	// End watches as soon as shutdown starts (upstream's
+	// WithWatchTerminationDuringShutdown). Without it the HTTP server waits
+	// the full request timeout for open watches, and clients keep streaming
+	// from a server that is going away instead of reconnecting.
+	generic.ShutdownWatchTerminationGracePeriod = shutdownWatchTerminationGracePeriod
+	generic.LongRunningFunc = withLongRunningBackup(generic.LongRunningFunc)
+	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
+	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on
+	// them); kubectl's client-side validation still downloads v2.
+	definitions := openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)
+	namer := openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme)
+	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
+	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
+
+	return generic
+}
 
 // applyEmbeddedEtcd configures the embedded member (when enabled) and points
 // the storage at it: its loopback client URL, with a client certificate only
@@ -296,3 +389,29 @@ func applyAuth(c *genericapiserver.Config, auth *options.AuthenticationOptions, 
 	genericapiserver.AuthorizeClientBearerToken(c.LoopbackClientConfig, &c.Authentication, &c.Authorization)
 	return nil
 }
+
+// idleListener is a mounted cache's listener: it accepts nothing, for the
+// host's listener serves the cache. Upstream's Run keys the stages of its
+// shutdown on its listener stopping (drain the requests in flight, flush
+// the audit backend, close the etcd health checks' clients); with this one
+// a mounted cache takes every stage as a standalone server does.
+type idleListener struct {
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newIdleListener() *idleListener { return &idleListener{closed: make(chan struct{})} }
+
+// Accept waits for Close.
+func (l *idleListener) Accept() (net.Conn, error) {
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *idleListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return nil
+}
+
+// Addr is a loopback address no one can dial.
+func (l *idleListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }

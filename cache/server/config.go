@@ -4,28 +4,20 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
-	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
-	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/util/compatibility"
-	"k8s.io/apiserver/pkg/util/openapi"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
@@ -190,89 +182,6 @@ func NewMountedConfig(opts options.CompletedOptions, host Host) (*Config, error)
 		return nil, fmt.Errorf("a mounted cache runs with its host's feature gates; set them on the host, not with --feature-gates")
 	}
 	return newConfig(opts, &host)
-}
-
-func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
-	types, err := opts.Types()
-	if err != nil {
-		return nil, fmt.Errorf("--bootstrap-types: %w", err)
-	}
-	root := opts.RootDirectory
-	if root != "" {
-		if err := os.MkdirAll(root, 0o700); err != nil {
-			return nil, fmt.Errorf("creating root directory: %w", err)
-		}
-	}
-	derived := derivedConfig{alwaysAllowPaths: opts.Authorization.AlwaysAllowPaths}
-	// Copies: what NewConfig derives (the embedded etcd's endpoint and
-	// client certificate, a listener, a self-signed certificate) is the
-	// configuration's, never written back into the caller's options.
-	etcdOpts := *opts.Etcd
-	serving := *opts.SecureServing.SecureServingOptions
-
-	if err := applyEmbeddedEtcd(opts.EmbeddedEtcd, root, &etcdOpts, &derived); err != nil {
-		return nil, err
-	}
-	if err := applyStorage(root, etcdOpts, &derived); err != nil {
-		return nil, err
-	}
-
-	generic := newGenericConfig()
-	if host == nil {
-		if err := applyStandaloneServing(opts, &serving, generic, &derived); err != nil {
-			return nil, err
-		}
-	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
-		return nil, err
-	}
-	var extraCfg ExtraConfig
-	if err := applyLimits(opts.Limits, generic, &extraCfg); err != nil {
-		return nil, err
-	}
-	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
-
-	crdExtra, err := applyStorageGetters(etcdOpts, derived, generic)
-	if err != nil {
-		return nil, err
-	}
-	if extraCfg.Hierarchy, err = applyHierarchy(opts.Hierarchy, &derived); err != nil {
-		return nil, err
-	}
-	applyRemoval(opts.Removal, &extraCfg)
-	extraCfg.BootstrapCRDs = bootstrap.CRDs(types)
-	extraCfg.SyntheticDelay = opts.SyntheticDelay
-	return &Config{
-		Apiextensions: &apiextensionsapiserver.Config{
-			GenericConfig: generic,
-			ExtraConfig:   crdExtra,
-		},
-		Extra:   extraCfg,
-		derived: derived,
-	}, nil
-}
-
-// newGenericConfig is upstream's recommended configuration with what every
-// cache server sets regardless of its options.
-func newGenericConfig() *genericapiserver.RecommendedConfig {
-	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
-	// End watches as soon as shutdown starts (upstream's
-	// WithWatchTerminationDuringShutdown). Without it the HTTP server waits
-	// the full request timeout for open watches, and clients keep streaming
-	// from a server that is going away instead of reconnecting.
-	generic.ShutdownWatchTerminationGracePeriod = shutdownWatchTerminationGracePeriod
-	generic.LongRunningFunc = withLongRunningBackup(generic.LongRunningFunc)
-	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
-	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on
-	// them); kubectl's client-side validation still downloads v2.
-	definitions := openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)
-	namer := openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme)
-	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
-	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
-
-	return generic
 }
 
 // Complete returns the configuration New builds servers from: a snapshot

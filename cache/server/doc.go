@@ -24,10 +24,11 @@
 // This package holds only that lifecycle and its wiring, one file per role:
 //
 //   - config.go: Config and its parts, Host, NewConfig, NewMountedConfig
-//     (the list of translators) and Complete;
-//   - apply.go: every translator, one per group of options (storage, the
-//     embedded etcd, serving standalone or mounted, authentication and
-//     authorization, limits, removal, the hierarchy);
+//     and Complete;
+//   - apply.go: newConfig, the list of translators, and every translator,
+//     one per group of options (storage, the embedded etcd, serving
+//     standalone or mounted, authentication and authorization, limits,
+//     removal, the hierarchy);
 //   - server.go: New, Run and Close (and PrepareRun);
 //   - loops.go: the one owner of the server's background loops, and the list
 //     of them;

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -152,3 +153,9 @@ func (s *Server) EmbeddedEtcdClusterID() string {
 // EmbeddedEtcdTLS holds the client certificate the embedded etcd demands
 // (only this server has it); nil without an embedded etcd.
 func (s *Server) EmbeddedEtcdTLS() *embeddedetcd.TLSFiles { return s.etcdTLS }
+
+// ErrEmbeddedEtcdStopped is returned by Run (wrapped, with etcd's error if
+// it gave one) when the embedded etcd stopped while the server ran: the
+// server stopped, since it cannot serve without its storage. Its host
+// decides what comes next (a restart, as a process supervisor would).
+var ErrEmbeddedEtcdStopped = errors.New("the embedded etcd stopped under the running cache server")

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -18,32 +17,6 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
-
-// idleListener is a mounted cache's listener: it accepts nothing, for the
-// host's listener serves the cache. Upstream's Run keys the stages of its
-// shutdown on its listener stopping (drain the requests in flight, flush
-// the audit backend, close the etcd health checks' clients); with this one
-// a mounted cache takes every stage as a standalone server does.
-type idleListener struct {
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func newIdleListener() *idleListener { return &idleListener{closed: make(chan struct{})} }
-
-// Accept waits for Close.
-func (l *idleListener) Accept() (net.Conn, error) {
-	<-l.closed
-	return nil, net.ErrClosed
-}
-
-func (l *idleListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return nil
-}
-
-// Addr is a loopback address no one can dial.
-func (l *idleListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // Mount serves a cache under /services/cache/ of a host server. Wrap the
 // host's handler chain with it when building the host's configuration (the

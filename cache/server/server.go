@@ -74,12 +74,6 @@ type Server struct {
 // ErrClosed is returned by Run on a server that was closed or already ran.
 var ErrClosed = errors.New("cache server is closed")
 
-// ErrEmbeddedEtcdStopped is returned by Run (wrapped, with etcd's error if
-// it gave one) when the embedded etcd stopped while the server ran: the
-// server stopped, since it cannot serve without its storage. Its host
-// decides what comes next (a restart, as a process supervisor would).
-var ErrEmbeddedEtcdStopped = errors.New("the embedded etcd stopped under the running cache server")
-
 // New starts the embedded etcd (if configured), builds the API server and
 // writes the admin kubeconfig. It changes nothing in c. On error,
 // everything it started is stopped; on success the caller owns the server

@@ -6,9 +6,10 @@
 //
 //	go run ./hack/ci/housefigures
 //
-// The layering of cache/server's root, from the bottom: the helpers the
-// translators use (0), the translators (1), the configuration (2), the
-// pieces New assembles (3), the lifecycle (4), serving in a host (5). A
+// The layering of cache/server's root, from the bottom: the helpers that
+// the translators and New use (0), the configuration's types (1), the
+// translators of options into it (2), the pieces New assembles (3), the
+// lifecycle (4), serving in a host (5). A
 // back-arrow is a file that refers to a top-level name (a function, type,
 // variable, constant, or a method called through a selector) declared in
 // a file of a higher rank; a method's own receiver type does not count.
@@ -45,8 +46,8 @@ const root = "cache/server"
 var rank = map[string]int{
 	"auth.go": 0, "etcd.go": 0, "kubeconfig.go": 0,
 	"apiextensions_kcp.go": 0, "apiextensions_upstream.go": 0, "crdlister_kcp.go": 0,
-	"apply.go":  1,
-	"config.go": 2,
+	"config.go": 1,
+	"apply.go":  2,
 	"loops.go":  3, "plane.go": 3, "handler.go": 3, "hierarchy.go": 3, "backup.go": 3,
 	"server.go": 4,
 	"mount.go":  5,
