@@ -299,7 +299,7 @@ func applyHierarchy(o *options.HierarchyOptions, derived *derivedConfig) (Hierar
 	if err != nil {
 		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
 	}
-	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
+	out := HierarchyConfig{CacheName: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
 	for _, src := range sources {
 		cfg, watcher, err := reload.Kubeconfig(PeerKubeconfigSource(src.Name), src.Kubeconfig, src.Context)
 		if err != nil {

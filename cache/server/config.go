@@ -77,8 +77,8 @@ type ExtraConfig struct {
 
 // HierarchyConfig is a cache's place in a hierarchy of caches.
 type HierarchyConfig struct {
-	// Name is this cache's name (--cache-name); empty without peers.
-	Name string
+	// CacheName is this cache's name (--cache-name); empty without peers.
+	CacheName string
 	// Peers are the caches whose home partitions this cache mirrors.
 	Peers []mirror.Peer
 	// FreshnessWait bounds a consistent read's wait for the mirror.

@@ -28,7 +28,7 @@ func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, pl
 		return nil, nil
 	}
 	return mirror.New(mirror.Config{
-		Self:          c.Name,
+		CacheName:     c.CacheName,
 		Peers:         c.Peers,
 		Local:         loopback,
 		FreshnessWait: c.FreshnessWait,
@@ -50,10 +50,10 @@ func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, pl
 // for a cache without a name (it is in no hierarchy). The claims persist in
 // the cache's etcd, next to its epoch marker, so that a restart keeps them.
 func newHomes(ctx context.Context, c HierarchyConfig, etcdClient *clientv3.Client, prefix string, epoch func() string) (*mirror.Homes, error) {
-	if c.Name == "" {
+	if c.CacheName == "" {
 		return nil, nil
 	}
-	cfg := mirror.HomesConfig{Self: c.Name, Epoch: epoch, Peers: c.Peers, Wait: c.FreshnessWait, Adopt: c.AdoptShards}
+	cfg := mirror.HomesConfig{CacheName: c.CacheName, Epoch: epoch, Peers: c.Peers, FreshnessWait: c.FreshnessWait, Adopt: c.AdoptShards}
 	if etcdClient != nil {
 		cfg.Store = etcdClaimStore{client: etcdClient, key: mirror.HomesKey(prefix)}
 	}
@@ -97,13 +97,9 @@ func (s etcdClaimStore) Save(ctx context.Context, data []byte) error {
 // not, peered or not: a peer may start mirroring it at any time, and the
 // tracker costs one etcd watch.
 
-// cacheName is the cache's name in a hierarchy (--cache-name); "" for a
-// cache without one.
-func cacheName(c CompletedConfig) string { return c.extra.Hierarchy.Name }
-
-// localRevision reads the local etcd's current revision (a count-only read
+// storageRevision reads the local etcd's current revision (a count-only read
 // of the claims' key); nil without a client.
-func localRevision(etcdClient *clientv3.Client, prefix string) mirror.LocalRevision {
+func storageRevision(etcdClient *clientv3.Client, prefix string) mirror.StorageRevision {
 	if etcdClient == nil {
 		return nil
 	}
@@ -146,9 +142,9 @@ func (s *Server) serveHomeRevisions(c CompletedConfig) {
 		elsewhere = s.homes.HomedElsewhere
 	}
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
-		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch, elsewhere))
+		homerevision.Handler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch, elsewhere))
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
-		homerevision.RevisionsHandler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
+		homerevision.RevisionsHandler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch))
 	if s.homes != nil {
 		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
 	}

@@ -138,7 +138,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	chain := handlerChain{
 		plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay,
-		mirror: s.mirror, homes: s.homes, localRevision: localRevision(s.etcdClient, c.derived.storage.Prefix), cacheName: c.extra.Hierarchy.Name, homeRevisions: s.homeRevisions,
+		mirror: s.mirror, homes: s.homes, storageRevision: storageRevision(s.etcdClient, c.derived.storage.Prefix), cacheName: c.extra.Hierarchy.CacheName, homeRevisions: s.homeRevisions,
 		memoryFull: memoryFull(c.extra.MemoryLimit),
 	}
 	if ec := c.derived.embeddedEtcd; ec != nil && ec.Majority != nil {
