@@ -6,11 +6,11 @@
 # It builds offline: no base image is pulled and nothing is compiled inside
 # a container. The build context is a directory holding rootfs/ with the
 # static binary built on the host, /etc/passwd and /etc/group lines for uid
-# 65532 (the user kcp's image runs as) and a CA bundle; hack/image.sh
+# 65532 (the user kcp's image runs as) and a CA bundle; hack/ci/image.sh
 # prepares it, builds, and starts the image as kcp-operator does:
 #
-#   hack/image.sh                 # build, start, probe, stop (what CI runs)
-#   hack/image.sh build           # build only: localhost/kcp-cache:dev
+#   hack/ci/image.sh                 # build, start, probe, stop (what CI runs)
+#   hack/ci/image.sh build           # build only: localhost/kcp-cache:dev
 #
 # BASE may name a registry image instead of the empty one, e.g.
 # --build-arg BASE=gcr.io/distroless/static:nonroot (rootfs/ is then copied

@@ -13,9 +13,10 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 )
 
-// DefaultFreshnessWait bounds how long a consistent read of a mirrored
-// partition waits for the mirror to reach its home's revision before it is
-// refused with 503.
+// DefaultFreshnessWait is --freshness-wait's default: how long a consistent
+// read of a mirrored partition waits for the mirror, a question to the
+// peers about a home claim for their answers, and a write of a shard being
+// adopted for its claim, before each is given up (503).
 const DefaultFreshnessWait = 5 * time.Second
 
 // HierarchyOptions make the server one cache of a hierarchy: a named cache
@@ -32,7 +33,9 @@ type HierarchyOptions struct {
 	// a peer, named by the context's name.
 	PeersKubeconfig string
 	// FreshnessWait bounds how long a consistent read of a mirrored
-	// partition waits for the mirror to catch up with the home.
+	// partition waits for the mirror to catch up with the home, how long
+	// the peers are asked about a home claim, and how long a write of a
+	// shard being adopted waits for its claim.
 	FreshnessWait time.Duration
 	// AdoptShards are shards whose home moves to this cache: it claims
 	// them at a higher generation (once) and accepts their writes; their
@@ -56,7 +59,7 @@ func (o *HierarchyOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.AdoptShards, "adopt-shard", o.AdoptShards,
 		"Shards whose home moves to this cache (repeatable): it claims them with a generation above any it or a reachable peer knows (once per cache and shard: a restart with the same flag does not claim again) and accepts their writes; the shard then pushes its partition here in full, and the old home, reading the higher claim, gives the shard up and mirrors it from this cache. Also resolves a conflict (two claims of one generation).")
 	fs.DurationVar(&o.FreshnessWait, "freshness-wait", o.FreshnessWait,
-		"How long a consistent read (no resourceVersion) of a partition whose home is a peer waits for this cache's mirror to reach the home's revision before it is answered 503.")
+		"How long this cache waits on its peers before it answers 503: a consistent read (no resourceVersion) of a partition whose home is a peer waits this long for this cache's mirror to reach the home's revision; every question to the peers about a shard's home claim (before this cache first claims a shard, and when it learns a claim from them) waits this long for their answers; a write of a shard being adopted (--adopt-shard) waits this long for the claim to be made.")
 }
 
 // Validate checks names and files without reading the peers' kubeconfigs

@@ -4,37 +4,23 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
-	apiextensionsoptions "k8s.io/apiextensions-apiserver/pkg/cmd/server/options"
-	generatedopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/util/sets"
-	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
-	genericapiserver "k8s.io/apiserver/pkg/server"
-	genericoptions "k8s.io/apiserver/pkg/server/options"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
-	"k8s.io/apiserver/pkg/util/compatibility"
-	"k8s.io/apiserver/pkg/util/openapi"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	openapicommon "k8s.io/kube-openapi/pkg/common"
 	"k8s.io/kube-openapi/pkg/validation/spec"
-	netutils "k8s.io/utils/net"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
-	"github.com/kcp-cache/kcp-cache/cache/server/opaque"
-	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
 
@@ -91,8 +77,8 @@ type ExtraConfig struct {
 
 // HierarchyConfig is a cache's place in a hierarchy of caches.
 type HierarchyConfig struct {
-	// Name is this cache's name (--cache-name); empty without peers.
-	Name string
+	// CacheName is this cache's name (--cache-name); empty without peers.
+	CacheName string
 	// Peers are the caches whose home partitions this cache mirrors.
 	Peers []mirror.Peer
 	// FreshnessWait bounds a consistent read's wait for the mirror.
@@ -198,149 +184,6 @@ func NewMountedConfig(opts options.CompletedOptions, host Host) (*Config, error)
 	return newConfig(opts, &host)
 }
 
-func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
-	types, err := opts.Types()
-	if err != nil {
-		return nil, fmt.Errorf("--bootstrap-types: %w", err)
-	}
-	root := opts.RootDirectory
-	if root != "" {
-		if err := os.MkdirAll(root, 0o700); err != nil {
-			return nil, fmt.Errorf("creating root directory: %w", err)
-		}
-	}
-	derived := derivedConfig{alwaysAllowPaths: opts.Authorization.AlwaysAllowPaths}
-	// Copies: what NewConfig derives (the embedded etcd's endpoint and
-	// client certificate, a listener, a self-signed certificate) is the
-	// configuration's, never written back into the caller's options.
-	etcdOpts := *opts.Etcd
-	serving := *opts.SecureServing.SecureServingOptions
-
-	if err := applyEmbeddedEtcd(opts.EmbeddedEtcd, root, &etcdOpts, &derived); err != nil {
-		return nil, err
-	}
-	if err := applyStorage(root, etcdOpts, &derived); err != nil {
-		return nil, err
-	}
-
-	generic := newGenericConfig()
-	if host == nil {
-		if err := applyStandaloneServing(opts, &serving, generic, &derived); err != nil {
-			return nil, err
-		}
-	} else if err := applyMountedServing(generic, &derived, opts.Authentication, *host); err != nil {
-		return nil, err
-	}
-	var extraCfg ExtraConfig
-	if err := applyLimits(opts.Limits, generic, &extraCfg); err != nil {
-		return nil, err
-	}
-	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
-	}
-
-	crdExtra, err := applyStorageGetters(etcdOpts, derived, generic)
-	if err != nil {
-		return nil, err
-	}
-	if extraCfg.Hierarchy, err = hierarchyConfig(opts.Hierarchy, &derived); err != nil {
-		return nil, err
-	}
-	applyRemoval(opts.Removal, &extraCfg)
-	extraCfg.BootstrapCRDs = bootstrap.CRDs(types)
-	extraCfg.SyntheticDelay = opts.SyntheticDelay
-	return &Config{
-		Apiextensions: &apiextensionsapiserver.Config{
-			GenericConfig: generic,
-			ExtraConfig:   crdExtra,
-		},
-		Extra:   extraCfg,
-		derived: derived,
-	}, nil
-}
-
-// newGenericConfig is upstream's recommended configuration with what every
-// cache server sets regardless of its options.
-func newGenericConfig() *genericapiserver.RecommendedConfig {
-	generic := genericapiserver.NewRecommendedConfig(apiextensionsapiserver.Codecs)
-	// End watches as soon as shutdown starts (upstream's
-	// WithWatchTerminationDuringShutdown). Without it the HTTP server waits
-	// the full request timeout for open watches, and clients keep streaming
-	// from a server that is going away instead of reconnecting.
-	generic.ShutdownWatchTerminationGracePeriod = shutdownWatchTerminationGracePeriod
-	generic.LongRunningFunc = withLongRunningBackup(generic.LongRunningFunc)
-	generic.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
-	generic.MergedResourceConfig = apiextensionsapiserver.DefaultAPIResourceConfigSource()
-	// InstallAPIGroup needs OpenAPI v3 models (server-side apply builds on
-	// them); kubectl's client-side validation still downloads v2.
-	definitions := openapi.GetOpenAPIDefinitionsWithoutDisabledFeatures(generatedopenapi.GetOpenAPIDefinitions)
-	namer := openapinamer.NewDefinitionNamer(apiextensionsapiserver.Scheme, scheme.Scheme)
-	generic.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(definitions, namer)
-	generic.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(definitions, namer)
-
-	return generic
-}
-
-// applyStorageGetters makes every registry, the CRD API's and every custom
-// resource's, store through the partitioned storage (partition.RESTOptionsGetter)
-// on the storage the etcd options name, and returns apiextensions' extra
-// configuration built on it.
-func applyStorageGetters(etcdOpts genericoptions.EtcdOptions, derived derivedConfig, generic *genericapiserver.RecommendedConfig) (apiextensionsapiserver.ExtraConfig, error) {
-	if err := etcdOpts.ApplyTo(&generic.Config); err != nil {
-		return apiextensionsapiserver.ExtraConfig{}, err
-	}
-	// A member of an in-memory group keeps serving what it holds when cut
-	// off from its majority (partition/majority.go).
-	var majority partition.Majority
-	if ec := derived.embeddedEtcd; ec != nil && ec.Majority != nil {
-		majority = ec.Majority
-	}
-	generic.RESTOptionsGetter = partition.RESTOptionsGetter{Delegate: generic.RESTOptionsGetter, Majority: majority}
-	// apiextensions' own getter for custom resources (JSON storage codec, no
-	// per-resource cache sizes), wrapped like the generic one.
-	crdOptionsGetter := apiextensionsoptions.NewCRDRESTOptionsGetter(etcdOpts, generic.ResourceTransformers, generic.StorageObjectCountTracker)
-	extra, err := apiextensionsExtra(partition.RESTOptionsGetter{Delegate: crdOptionsGetter, Majority: majority}, generic)
-	if err != nil {
-		return apiextensionsapiserver.ExtraConfig{}, err
-	}
-	return extra, nil
-}
-
-// applyStandaloneServing opens the cache's own secure listener with a
-// (self-signed by default) certificate and its own authentication.
-func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptions.SecureServingOptions, generic *genericapiserver.RecommendedConfig, derived *derivedConfig) error {
-	if err := serving.MaybeDefaultWithSelfSignedCerts("localhost", nil, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
-		return fmt.Errorf("creating self-signed serving certificate: %w", err)
-	}
-	caData, err := servingCAData(serving)
-	if err != nil {
-		return err
-	}
-	derived.servingCAData = caData
-	if opts.RootDirectory != "" {
-		derived.kubeconfigPath = filepath.Join(opts.RootDirectory, KubeconfigFileName)
-	}
-	// The profiler is the process's: a mounted cache leaves it to its host.
-	derived.profilerAddress = opts.ProfilerAddress
-	// Upstream's SecureServingOptions.ApplyTo serves a certificate from
-	// files (--tls-cert-file, or the self-signed one it wrote under
-	// --cert-dir) as dynamiccertificates.NewDynamicServingContentFromFiles,
-	// and SecureServingInfo.Serve runs its controller (and the client CA's,
-	// see authentication.OperatorIdentities) until the server stops: a
-	// replaced certificate serves new connections without a restart, as in
-	// kube-apiserver. The loopback client has a certificate of its own.
-	withLoopback := genericoptions.SecureServingOptionsWithLoopback{SecureServingOptions: serving}
-	if err := withLoopback.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
-		return err
-	}
-	_, port, err := net.SplitHostPort(generic.SecureServing.Listener.Addr().String())
-	if err != nil {
-		return err
-	}
-	generic.ExternalAddress = net.JoinHostPort("localhost", port)
-	return applyAuth(&generic.Config, opts.Authentication, derived, nil)
-}
-
 // Complete returns the configuration New builds servers from: a snapshot
 // of what the user set, with the defaults of what they left out. It changes
 // nothing in c; upstream's own completion, which fills fields in place, runs
@@ -424,19 +267,20 @@ func (c *Config) EtcdTransport() storagebackend.TransportConfig {
 	return c.derived.storage.Transport
 }
 
-// maxObjectRequestBytes bounds write bodies by what etcd can store, so that
-// an object between etcd's limit and the server's request limit is refused
-// with 413 before anything is decoded, not with an internal error from etcd.
-func maxObjectRequestBytes(serverLimit int64) int64 {
-	return min(serverLimit, int64(opaque.DefaultMaxObjectBytes))
-}
-
-// listenAddress returns host:port clients on this machine reach the server at.
-func listenAddress(l net.Listener) string {
-	addr := l.Addr().(*net.TCPAddr)
-	host := addr.IP.String()
-	if addr.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
+// Host is what a server that mounts the cache lends it.
+type Host struct {
+	// LoopbackClientConfig reaches the host's own listener. The cache's
+	// loopback client uses it with /services/cache appended and a token of
+	// the cache's own.
+	LoopbackClientConfig *rest.Config
+	// Authenticator and Authorizer, when set, let the host's users use the
+	// cache with the host's credentials and rules, next to the cache's own
+	// admin and loopback tokens.
+	Authenticator authenticator.Request
+	Authorizer    authorizer.Authorizer
+	// Shard, when set, is the host's own shard name: the cache mints a token
+	// for its identity, system:kcp:shard:<Shard>, so that the host's
+	// replication uses the cache as that shard (Server.HostShardConfig), not
+	// as an admin.
+	Shard string
 }

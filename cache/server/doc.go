@@ -21,22 +21,28 @@
 // (private). The lifecycle and the shutdown order are stated on Server and
 // Close.
 //
-// This package holds only that lifecycle and its wiring:
+// This package holds only that lifecycle and its wiring, one file per role:
 //
-//   - config.go: options to Config, and Complete;
-//   - server.go: New, Run and Close;
+//   - config.go: Config and its parts, Host, NewConfig, NewMountedConfig
+//     and Complete;
+//   - apply.go: newConfig, the list of translators, and every translator,
+//     one per group of options (storage, the embedded etcd, serving
+//     standalone or mounted, authentication and authorization, limits,
+//     removal, the hierarchy);
+//   - server.go: New, Run and Close (and PrepareRun);
 //   - loops.go: the one owner of the server's background loops, and the list
 //     of them;
 //   - handler.go: the handler chain around upstream's;
-//   - plane.go: what the data plane serves from the start and its
-//     readiness;
-//   - auth.go: the authenticator and authorizer unions;
-//   - mount.go: serving mounted in a host (Host, Mount; RunIn ties the
-//     cache to a host server's start and shutdown, RunMounted runs both);
+//   - plane.go: what the data plane serves from the start, its readiness
+//     and its request limit;
+//   - mount.go: serving mounted in a host (Mount; RunIn ties the cache to a
+//     host server's start and shutdown, RunMounted runs both);
 //   - kubeconfig.go: the admin client configuration and kubeconfig;
-//   - etcd.go: the one etcd client of the server's own work;
-//   - hierarchy.go: the cache's place in a hierarchy (its peers' mirror,
-//     the home revision tracker and its path);
+//   - etcd.go: the one etcd client of the server's own work, the embedded
+//     member's identity and its end, the epoch;
+//   - hierarchy.go: the cache's place in a hierarchy (its peers' mirror, its
+//     table of home claims, the home revision tracker and its paths);
+//   - backup.go: the online backup's path;
 //   - apiextensions_upstream.go / apiextensions_kcp.go: apiextensions'
 //     ExtraConfig and CRD informer for upstream and (build tag kcp) for kcp's
 //     Kubernetes fork; crdlister_kcp.go: the fork's cluster-aware CRD lister.

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -125,3 +126,36 @@ func (s *Server) embeddedEtcdStopped() bool {
 		return false
 	}
 }
+
+// Epoch is the cache's epoch, announced on every response as
+// kcpcache.EpochHeader.
+func (s *Server) Epoch() string { return s.epoch.Epoch() }
+
+// EmbeddedEtcdURL is the client URL of the embedded etcd; empty without one.
+func (s *Server) EmbeddedEtcdURL() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return s.etcd.ClientURL()
+}
+
+// EmbeddedEtcdClusterID is the identity of the embedded etcd's cluster;
+// empty without one. An in-memory etcd (--storage=memory) alone has a new
+// one at every start: the cache starts empty, a new epoch. A member of a
+// group (--memory-peers) that rejoins a running group keeps the group's.
+func (s *Server) EmbeddedEtcdClusterID() string {
+	if s.etcd == nil {
+		return ""
+	}
+	return s.etcd.ClusterID()
+}
+
+// EmbeddedEtcdTLS holds the client certificate the embedded etcd demands
+// (only this server has it); nil without an embedded etcd.
+func (s *Server) EmbeddedEtcdTLS() *embeddedetcd.TLSFiles { return s.etcdTLS }
+
+// ErrEmbeddedEtcdStopped is returned by Run (wrapped, with etcd's error if
+// it gave one) when the embedded etcd stopped while the server ran: the
+// server stopped, since it cannot serve without its storage. Its host
+// decides what comes next (a restart, as a process supervisor would).
+var ErrEmbeddedEtcdStopped = errors.New("the embedded etcd stopped under the running cache server")

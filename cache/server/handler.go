@@ -28,12 +28,12 @@ type handlerChain struct {
 	mirror    *mirror.Mirror
 	homes     *mirror.Homes
 	cacheName string
-	// localRevision reads the local etcd's revision (header.go of the
+	// storageRevision reads the local etcd's revision (header.go of the
 	// mirror); nil without an etcd client.
-	localRevision mirror.LocalRevision
+	storageRevision mirror.StorageRevision
 	// homeRevisions answers this cache's own revisions for the
 	// home-revision header of the partitions whose home it is.
-	homeRevisions mirror.LocalRevisions
+	homeRevisions mirror.PartitionRevisions
 	// majority and member mark the stale reads of a member of an in-memory
 	// group cut off from its majority; nil and "" without a group.
 	majority *embeddedetcd.Majority
@@ -58,7 +58,7 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
 	chain = filters.WithMemoryGuard(chain, h.memoryFull, filters.LiveHeap, apiextensionsapiserver.Codecs)
 	if h.homes != nil {
-		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{Self: h.cacheName, Epoch: h.epoch, Local: h.homeRevisions, Homes: h.homes, LocalRevision: h.localRevision, Codecs: apiextensionsapiserver.Codecs})
+		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{CacheName: h.cacheName, Epoch: h.epoch, PartitionRevisions: h.homeRevisions, Homes: h.homes, StorageRevision: h.storageRevision, Codecs: apiextensionsapiserver.Codecs})
 	}
 	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)

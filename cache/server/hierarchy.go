@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -10,41 +11,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 
-	"github.com/kcp-cache/kcp-cache/cache/options"
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
+	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
-	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 )
 
 // MirrorHookName mirrors the partitions whose home is a peer cache.
 const MirrorHookName = "kcp-cache-mirror"
-
-// hierarchyConfig translates the hierarchy options: it loads each peer's
-// kubeconfig (the options only name the files). A peer's configuration
-// follows its kubeconfig's credentials while the server runs
-// (reload.Kubeconfig): the loops that keep them current are added to
-// derived's reloads. The set of peers and their addresses are fixed until
-// the next start.
-func hierarchyConfig(o *options.HierarchyOptions, derived *derivedConfig) (HierarchyConfig, error) {
-	sources, err := o.PeerSources()
-	if err != nil {
-		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
-	}
-	out := HierarchyConfig{Name: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
-	for _, src := range sources {
-		cfg, watcher, err := reload.Kubeconfig(PeerKubeconfigSource(src.Name), src.Kubeconfig, src.Context)
-		if err != nil {
-			return HierarchyConfig{}, fmt.Errorf("peer %q: %w", src.Name, err)
-		}
-		out.Peers = append(out.Peers, mirror.Peer{Name: src.Name, Config: cfg})
-		derived.reloads = append(derived.reloads, watcher.Run)
-	}
-	return out, nil
-}
-
-// PeerKubeconfigSource names a peer's kubeconfig in logs and in the
-// metrics of package reload.
-func PeerKubeconfigSource(peer string) string { return "peer-kubeconfig:" + peer }
 
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
@@ -54,7 +28,7 @@ func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, pl
 		return nil, nil
 	}
 	return mirror.New(mirror.Config{
-		Self:          c.Name,
+		CacheName:     c.CacheName,
 		Peers:         c.Peers,
 		Local:         loopback,
 		FreshnessWait: c.FreshnessWait,
@@ -76,10 +50,10 @@ func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, pl
 // for a cache without a name (it is in no hierarchy). The claims persist in
 // the cache's etcd, next to its epoch marker, so that a restart keeps them.
 func newHomes(ctx context.Context, c HierarchyConfig, etcdClient *clientv3.Client, prefix string, epoch func() string) (*mirror.Homes, error) {
-	if c.Name == "" {
+	if c.CacheName == "" {
 		return nil, nil
 	}
-	cfg := mirror.HomesConfig{Self: c.Name, Epoch: epoch, Peers: c.Peers, Wait: c.FreshnessWait, Adopt: c.AdoptShards}
+	cfg := mirror.HomesConfig{CacheName: c.CacheName, Epoch: epoch, Peers: c.Peers, FreshnessWait: c.FreshnessWait, Adopt: c.AdoptShards}
 	if etcdClient != nil {
 		cfg.Store = etcdClaimStore{client: etcdClient, key: mirror.HomesKey(prefix)}
 	}
@@ -123,13 +97,9 @@ func (s etcdClaimStore) Save(ctx context.Context, data []byte) error {
 // not, peered or not: a peer may start mirroring it at any time, and the
 // tracker costs one etcd watch.
 
-// cacheName is the cache's name in a hierarchy (--cache-name); "" for a
-// cache without one.
-func cacheName(c CompletedConfig) string { return c.extra.Hierarchy.Name }
-
-// localRevision reads the local etcd's current revision (a count-only read
+// storageRevision reads the local etcd's current revision (a count-only read
 // of the claims' key); nil without a client.
-func localRevision(etcdClient *clientv3.Client, prefix string) mirror.LocalRevision {
+func storageRevision(etcdClient *clientv3.Client, prefix string) mirror.StorageRevision {
 	if etcdClient == nil {
 		return nil
 	}
@@ -140,5 +110,42 @@ func localRevision(etcdClient *clientv3.Client, prefix string) mirror.LocalRevis
 			return 0, err
 		}
 		return resp.Header.Revision, nil
+	}
+}
+
+// runMirror runs the claims' loop (adoption, the peers' tables) and the
+// mirror's; a cache without a name has neither, one without peers no mirror.
+func (s *Server) runMirror(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if s.homes != nil {
+		wg.Go(func() { s.homes.Run(ctx) })
+	}
+	if s.mirror != nil {
+		s.mirror.Run(ctx)
+	}
+}
+
+// Mirror is the cache's mirror of its peers; nil without peers.
+func (s *Server) Mirror() *mirror.Mirror { return s.mirror }
+
+// HomeRevisions is the tracker of this cache's revision of each partition
+// and type, running from the post-start hook HomeRevisionHookName.
+func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions }
+
+// serveHomeRevisions serves kcpcache.RevisionPath. The handler chain
+// authenticates and authorizes it as a non-resource path (authorization's
+// rules: shards, readers and peers may GET it).
+func (s *Server) serveHomeRevisions(c CompletedConfig) {
+	var elsewhere func(string) (string, int64, bool)
+	if s.homes != nil {
+		elsewhere = s.homes.HomedElsewhere
+	}
+	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
+		homerevision.Handler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch, elsewhere))
+	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
+		homerevision.RevisionsHandler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch))
+	if s.homes != nil {
+		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
 	}
 }

@@ -44,7 +44,7 @@ func TestHierarchyConfigLoadsEveryPeer(t *testing.T) {
 		t.Fatal(errs)
 	}
 	var derived derivedConfig
-	hc, err := hierarchyConfig(&o, &derived)
+	hc, err := applyHierarchy(&o, &derived)
 	if err != nil {
 		t.Fatal(err)
 	}

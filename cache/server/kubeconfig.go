@@ -2,7 +2,9 @@ package server
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/client-go/rest"
@@ -48,4 +50,30 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc.Contexts["cache"] = &clientcmdapi.Context{Cluster: "cache", AuthInfo: "admin"}
 	kc.CurrentContext = "cache"
 	return clientcmd.WriteToFile(*kc, path)
+}
+
+// AdminConfig returns a client configuration for the server root (no
+// /services/cache prefix) authenticated as the admin user.
+func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
+
+// KubeconfigPath is the admin kubeconfig New wrote; empty for a mounted cache.
+func (s *Server) KubeconfigPath() string { return s.kubeconfigPath }
+
+// HostShardConfig returns a client configuration for a mounted cache that
+// authenticates as the host's shard (Host.Shard), or nil without one.
+func (s *Server) HostShardConfig() *rest.Config {
+	if s.hostShardConfig == nil {
+		return nil
+	}
+	return rest.CopyConfig(s.hostShardConfig)
+}
+
+// listenAddress returns host:port clients on this machine reach the server at.
+func listenAddress(l net.Listener) string {
+	addr := l.Addr().(*net.TCPAddr)
+	host := addr.IP.String()
+	if addr.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(addr.Port))
 }

@@ -4,8 +4,17 @@ import (
 	"context"
 	"sync"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/klog/v2"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
+	"github.com/kcp-cache/kcp-cache/cache/server/removal"
+	"github.com/kcp-cache/kcp-cache/cache/server/shardmetrics"
 )
 
 // The post-start hooks that start the server's own loops; /readyz lists
@@ -135,4 +144,69 @@ func together(runs []func(context.Context)) func(context.Context) {
 			wg.Go(func() { run(ctx) })
 		}
 	}
+}
+
+// startLoops declares every loop of the server's own, each started from its
+// post-start hook. Several servers on one etcd each run the removal loops;
+// their deletions are idempotent.
+func (s *Server) startLoops(ctx context.Context, c CompletedConfig, crdInformer apiextensionsinformers.CustomResourceDefinitionInformer) error {
+	loopback := s.GenericAPIServer.LoopbackClientConfig
+	boot := bootstrap.NewInstaller(c.extra.BootstrapCRDs)
+	crdsSynced, exported, err := s.servePlane(ctx, crdInformer.Informer(), c.extra.BootstrapCRDs, boot)
+	if err != nil {
+		return err
+	}
+	shardMetrics, err := shardmetrics.NewWatcher(loopback, s.epoch.Epoch)
+	if err != nil {
+		return err
+	}
+	crdClient, err := apiextensionsclient.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
+	prefix, retention := c.derived.storage.Prefix, c.extra.Removal
+	shardPurger := removal.NewShardPurger(removal.ShardPurgerConfig{
+		Client:    s.etcdClient,
+		Prefix:    prefix,
+		Retention: retention.ShardRetention,
+		Interval:  retention.CheckInterval,
+	})
+	typeReaper := removal.NewTypeReaper(removal.TypeReaperConfig{
+		KV:           s.etcdClient,
+		Prefix:       prefix,
+		Retention:    retention.TypeRetention,
+		Interval:     retention.CheckInterval,
+		Bootstrapped: c.bootstrapped,
+		CRDs: func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+			return crdInformer.Lister().List(labels.Everything())
+		},
+		Delete: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
+			return crdClient.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{
+				Preconditions: &metav1.Preconditions{UID: &crd.UID, ResourceVersion: &crd.ResourceVersion},
+			})
+		},
+	})
+
+	if err := s.loops.addUntilDone(s.GenericAPIServer, BootstrapHookName, func(ctx context.Context) error {
+		return boot.Run(ctx, loopback)
+	}); err != nil {
+		return err
+	}
+	for _, l := range []loop{
+		{CRDSourceHookName, crdsSynced},
+		{ExportedResourcesHookName, exported},
+		{CRDPurgeHookName, removal.NewCRDPurger(crdInformer, loopback).Run},
+		{ShardPurgerHookName, shardPurger.Run},
+		{TypeReaperHookName, typeReaper.Run},
+		{EpochHookName, s.epoch.Run},
+		{ShardMetricsHookName, shardMetrics.Run},
+		{MirrorHookName, s.runMirror},
+		{HomeRevisionHookName, s.homeRevisions.Run},
+		{FileReloadHookName, together(c.derived.reloads)},
+	} {
+		if err := s.loops.add(s.GenericAPIServer, l.hook, l.run); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -3,10 +3,7 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,96 +11,12 @@ import (
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/options"
-	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
 )
-
-// Host is what a server that mounts the cache lends it.
-type Host struct {
-	// LoopbackClientConfig reaches the host's own listener. The cache's
-	// loopback client uses it with /services/cache appended and a token of
-	// the cache's own.
-	LoopbackClientConfig *rest.Config
-	// Authenticator and Authorizer, when set, let the host's users use the
-	// cache with the host's credentials and rules, next to the cache's own
-	// admin and loopback tokens.
-	Authenticator authenticator.Request
-	Authorizer    authorizer.Authorizer
-	// Shard, when set, is the host's own shard name: the cache mints a token
-	// for its identity, system:kcp:shard:<Shard>, so that the host's
-	// replication uses the cache as that shard (Server.HostShardConfig), not
-	// as an admin.
-	Shard string
-}
-
-// applyMountedServing configures a cache without a listener of its own.
-func applyMountedServing(generic *genericapiserver.RecommendedConfig, derived *derivedConfig, auth *options.AuthenticationOptions, host Host) error {
-	loopback := rest.CopyConfig(host.LoopbackClientConfig)
-	u, err := url.Parse(loopback.Host)
-	if err != nil {
-		return fmt.Errorf("parsing the host's loopback address: %w", err)
-	}
-	token, err := authentication.RandomToken()
-	if err != nil {
-		return err
-	}
-	derived.hostLoopback = rest.CopyConfig(loopback)
-	loopback.Host = kcpcache.JoinHostPath(loopback.Host, kcpcache.ServicePrefix)
-	loopback.BearerToken = token
-	loopback.BearerTokenFile = ""
-	generic.LoopbackClientConfig = loopback
-	generic.SecureServing = nil // until applyAuth has run: see below
-	generic.ExternalAddress = u.Host
-	if host.Shard != "" {
-		if err := kcpcache.ValidateShardName(host.Shard); err != nil {
-			return fmt.Errorf("the host's shard: %w", err)
-		}
-		if derived.hostShardToken, err = authentication.RandomToken(); err != nil {
-			return err
-		}
-		derived.hostShard = host.Shard
-	}
-	if err := applyAuth(&generic.Config, auth, derived, &host); err != nil {
-		return err
-	}
-	// After applyAuth: the host's TLS configuration asks for client
-	// certificates, not this listener's.
-	generic.SecureServing = &genericapiserver.SecureServingInfo{Listener: newIdleListener()}
-	return nil
-}
-
-// idleListener is a mounted cache's listener: it accepts nothing, for the
-// host's listener serves the cache. Upstream's Run keys the stages of its
-// shutdown on its listener stopping (drain the requests in flight, flush
-// the audit backend, close the etcd health checks' clients); with this one
-// a mounted cache takes every stage as a standalone server does.
-type idleListener struct {
-	closed    chan struct{}
-	closeOnce sync.Once
-}
-
-func newIdleListener() *idleListener { return &idleListener{closed: make(chan struct{})} }
-
-// Accept waits for Close.
-func (l *idleListener) Accept() (net.Conn, error) {
-	<-l.closed
-	return nil, net.ErrClosed
-}
-
-func (l *idleListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
-	return nil
-}
-
-// Addr is a loopback address no one can dial.
-func (l *idleListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // Mount serves a cache under /services/cache/ of a host server. Wrap the
 // host's handler chain with it when building the host's configuration (the
@@ -168,4 +81,77 @@ func RunMounted(ctx context.Context, host, mounted *Server, stopFirst ...func())
 		cacheErr = nil
 	}
 	return errors.Join(hostErr, cacheErr)
+}
+
+// RunIn runs a mounted cache as part of host, as kcp runs its in-process
+// cache: the cache starts with host's post-start hooks and stops from host's
+// pre-shutdown hooks, in this order: stopFirst (the host's users of the
+// cache, such as the replication hook's Stop) return, then the cache drains
+// and stops its loops and, last, its embedded etcd. The host still serves
+// meanwhile, so every request the cache answers through the host's listener
+// is answered. A cache that fails while the host runs is logged; the host
+// keeps serving without it. When host does not run (or fails before its
+// post-start hooks), its owner calls Close.
+func (s *Server) RunIn(host *genericapiserver.GenericAPIServer, stopFirst ...func()) error {
+	_, err := s.runIn(host, stopFirst, nil)
+	return err
+}
+
+// runIn does RunIn's work; ended, when set, is called once the cache's Run
+// has returned. The function it returns closes the cache and gives its Run
+// error, nil when it never ran.
+func (s *Server) runIn(host *genericapiserver.GenericAPIServer, stopFirst []func(), ended func()) (func() error, error) {
+	prepared := s.PrepareRun()
+	var (
+		mu     sync.Mutex
+		done   chan struct{}
+		runErr error
+	)
+	if err := host.AddPostStartHook(MountedHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
+		d := make(chan struct{})
+		mu.Lock()
+		done = d
+		mu.Unlock()
+		logger := klog.FromContext(hookCtx)
+		go func() {
+			defer close(d)
+			// Not the hook's context: the host ends it only after its
+			// pre-shutdown hooks, which stop the cache themselves.
+			err := prepared.Run(context.WithoutCancel(hookCtx))
+			if err != nil && !errors.Is(err, ErrClosed) {
+				logger.Error(err, "The mounted cache server stopped")
+			}
+			mu.Lock()
+			runErr = err
+			mu.Unlock()
+			if ended != nil {
+				ended()
+			}
+		}()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if err := host.AddPreShutdownHook(MountedHookName, func() error {
+		for _, stop := range stopFirst {
+			stop()
+		}
+		s.Close()
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return func() error {
+		s.Close()
+		mu.Lock()
+		d := done
+		mu.Unlock()
+		if d == nil {
+			return nil
+		}
+		<-d
+		mu.Lock()
+		defer mu.Unlock()
+		return runErr
+	}, nil
 }

@@ -4,27 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/admission"
 	genericapiserver "k8s.io/apiserver/pkg/server"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
@@ -33,8 +23,6 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
-	"github.com/kcp-cache/kcp-cache/cache/server/removal"
-	"github.com/kcp-cache/kcp-cache/cache/server/shardmetrics"
 )
 
 // Server is a cache server that New built.
@@ -85,12 +73,6 @@ type Server struct {
 
 // ErrClosed is returned by Run on a server that was closed or already ran.
 var ErrClosed = errors.New("cache server is closed")
-
-// ErrEmbeddedEtcdStopped is returned by Run (wrapped, with etcd's error if
-// it gave one) when the embedded etcd stopped while the server ran: the
-// server stopped, since it cannot serve without its storage. Its host
-// decides what comes next (a restart, as a process supervisor would).
-var ErrEmbeddedEtcdStopped = errors.New("the embedded etcd stopped under the running cache server")
 
 // New starts the embedded etcd (if configured), builds the API server and
 // writes the admin kubeconfig. It changes nothing in c. On error,
@@ -156,7 +138,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	chain := handlerChain{
 		plane: s.plane, epoch: s.epoch.Epoch, bootstrapped: c.bootstrapped, syntheticDelay: c.extra.SyntheticDelay,
-		mirror: s.mirror, homes: s.homes, localRevision: localRevision(s.etcdClient, c.derived.storage.Prefix), cacheName: c.extra.Hierarchy.Name, homeRevisions: s.homeRevisions,
+		mirror: s.mirror, homes: s.homes, storageRevision: storageRevision(s.etcdClient, c.derived.storage.Prefix), cacheName: c.extra.Hierarchy.CacheName, homeRevisions: s.homeRevisions,
 		memoryFull: memoryFull(c.extra.MemoryLimit),
 	}
 	if ec := c.derived.embeddedEtcd; ec != nil && ec.Majority != nil {
@@ -203,49 +185,6 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	logger.Info("Cache server built", "address", s.adminConfig.Host, "kubeconfig", s.kubeconfigPath)
 	return s, nil
 }
-
-// Epoch is the cache's epoch, announced on every response as
-// kcpcache.EpochHeader.
-func (s *Server) Epoch() string { return s.epoch.Epoch() }
-
-// AdminConfig returns a client configuration for the server root (no
-// /services/cache prefix) authenticated as the admin user.
-func (s *Server) AdminConfig() *rest.Config { return rest.CopyConfig(s.adminConfig) }
-
-// KubeconfigPath is the admin kubeconfig New wrote; empty for a mounted cache.
-func (s *Server) KubeconfigPath() string { return s.kubeconfigPath }
-
-// EmbeddedEtcdURL is the client URL of the embedded etcd; empty without one.
-func (s *Server) EmbeddedEtcdURL() string {
-	if s.etcd == nil {
-		return ""
-	}
-	return s.etcd.ClientURL()
-}
-
-// EmbeddedEtcdClusterID is the identity of the embedded etcd's cluster;
-// empty without one. An in-memory etcd (--storage=memory) alone has a new
-// one at every start: the cache starts empty, a new epoch. A member of a
-// group (--memory-peers) that rejoins a running group keeps the group's.
-func (s *Server) EmbeddedEtcdClusterID() string {
-	if s.etcd == nil {
-		return ""
-	}
-	return s.etcd.ClusterID()
-}
-
-// HostShardConfig returns a client configuration for a mounted cache that
-// authenticates as the host's shard (Host.Shard), or nil without one.
-func (s *Server) HostShardConfig() *rest.Config {
-	if s.hostShardConfig == nil {
-		return nil
-	}
-	return rest.CopyConfig(s.hostShardConfig)
-}
-
-// EmbeddedEtcdTLS holds the client certificate the embedded etcd demands
-// (only this server has it); nil without an embedded etcd.
-func (s *Server) EmbeddedEtcdTLS() *embeddedetcd.TLSFiles { return s.etcdTLS }
 
 // PreparedServer is a server whose handlers are complete.
 type PreparedServer struct {
@@ -336,209 +275,3 @@ func (s *Server) stop() {
 		}
 	})
 }
-
-// runMirror runs the claims' loop (adoption, the peers' tables) and the
-// mirror's; a cache without a name has neither, one without peers no mirror.
-func (s *Server) runMirror(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	if s.homes != nil {
-		wg.Go(func() { s.homes.Run(ctx) })
-	}
-	if s.mirror != nil {
-		s.mirror.Run(ctx)
-	}
-}
-
-// Mirror is the cache's mirror of its peers; nil without peers.
-func (s *Server) Mirror() *mirror.Mirror { return s.mirror }
-
-// HomeRevisions is the tracker of this cache's revision of each partition
-// and type, running from the post-start hook HomeRevisionHookName.
-func (s *Server) HomeRevisions() *homerevision.Tracker { return s.homeRevisions }
-
-// serveHomeRevisions serves kcpcache.RevisionPath. The handler chain
-// authenticates and authorizes it as a non-resource path (authorization's
-// rules: shards, readers and peers may GET it).
-func (s *Server) serveHomeRevisions(c CompletedConfig) {
-	var elsewhere func(string) (string, int64, bool)
-	if s.homes != nil {
-		elsewhere = s.homes.HomedElsewhere
-	}
-	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
-		homerevision.Handler(s.homeRevisions, cacheName(c), s.epoch.Epoch, elsewhere))
-	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
-		homerevision.RevisionsHandler(s.homeRevisions, cacheName(c), s.epoch.Epoch))
-	if s.homes != nil {
-		s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.HomesPath, s.homes.Handler())
-	}
-}
-
-// startLoops declares every loop of the server's own, each started from its
-// post-start hook. Several servers on one etcd each run the removal loops;
-// their deletions are idempotent.
-func (s *Server) startLoops(ctx context.Context, c CompletedConfig, crdInformer apiextensionsinformers.CustomResourceDefinitionInformer) error {
-	loopback := s.GenericAPIServer.LoopbackClientConfig
-	boot := bootstrap.NewInstaller(c.extra.BootstrapCRDs)
-	crdsSynced, exported, err := s.servePlane(ctx, crdInformer.Informer(), c.extra.BootstrapCRDs, boot)
-	if err != nil {
-		return err
-	}
-	shardMetrics, err := shardmetrics.NewWatcher(loopback, s.epoch.Epoch)
-	if err != nil {
-		return err
-	}
-	crdClient, err := apiextensionsclient.NewForConfig(loopback)
-	if err != nil {
-		return err
-	}
-	prefix, retention := c.derived.storage.Prefix, c.extra.Removal
-	shardPurger := removal.NewShardPurger(removal.ShardPurgerConfig{
-		Client:    s.etcdClient,
-		Prefix:    prefix,
-		Retention: retention.ShardRetention,
-		Interval:  retention.CheckInterval,
-	})
-	typeReaper := removal.NewTypeReaper(removal.TypeReaperConfig{
-		KV:           s.etcdClient,
-		Prefix:       prefix,
-		Retention:    retention.TypeRetention,
-		Interval:     retention.CheckInterval,
-		Bootstrapped: c.bootstrapped,
-		CRDs: func() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-			return crdInformer.Lister().List(labels.Everything())
-		},
-		Delete: func(ctx context.Context, crd *apiextensionsv1.CustomResourceDefinition) error {
-			return crdClient.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, crd.Name, metav1.DeleteOptions{
-				Preconditions: &metav1.Preconditions{UID: &crd.UID, ResourceVersion: &crd.ResourceVersion},
-			})
-		},
-	})
-
-	if err := s.loops.addUntilDone(s.GenericAPIServer, BootstrapHookName, func(ctx context.Context) error {
-		return boot.Run(ctx, loopback)
-	}); err != nil {
-		return err
-	}
-	for _, l := range []loop{
-		{CRDSourceHookName, crdsSynced},
-		{ExportedResourcesHookName, exported},
-		{CRDPurgeHookName, removal.NewCRDPurger(crdInformer, loopback).Run},
-		{ShardPurgerHookName, shardPurger.Run},
-		{TypeReaperHookName, typeReaper.Run},
-		{EpochHookName, s.epoch.Run},
-		{ShardMetricsHookName, shardMetrics.Run},
-		{MirrorHookName, s.runMirror},
-		{HomeRevisionHookName, s.homeRevisions.Run},
-		{FileReloadHookName, together(c.derived.reloads)},
-	} {
-		if err := s.loops.add(s.GenericAPIServer, l.hook, l.run); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// RunIn runs a mounted cache as part of host, as kcp runs its in-process
-// cache: the cache starts with host's post-start hooks and stops from host's
-// pre-shutdown hooks, in this order: stopFirst (the host's users of the
-// cache, such as the replication hook's Stop) return, then the cache drains
-// and stops its loops and, last, its embedded etcd. The host still serves
-// meanwhile, so every request the cache answers through the host's listener
-// is answered. A cache that fails while the host runs is logged; the host
-// keeps serving without it. When host does not run (or fails before its
-// post-start hooks), its owner calls Close.
-func (s *Server) RunIn(host *genericapiserver.GenericAPIServer, stopFirst ...func()) error {
-	_, err := s.runIn(host, stopFirst, nil)
-	return err
-}
-
-// runIn does RunIn's work; ended, when set, is called once the cache's Run
-// has returned. The function it returns closes the cache and gives its Run
-// error, nil when it never ran.
-func (s *Server) runIn(host *genericapiserver.GenericAPIServer, stopFirst []func(), ended func()) (func() error, error) {
-	prepared := s.PrepareRun()
-	var (
-		mu     sync.Mutex
-		done   chan struct{}
-		runErr error
-	)
-	if err := host.AddPostStartHook(MountedHookName, func(hookCtx genericapiserver.PostStartHookContext) error {
-		d := make(chan struct{})
-		mu.Lock()
-		done = d
-		mu.Unlock()
-		logger := klog.FromContext(hookCtx)
-		go func() {
-			defer close(d)
-			// Not the hook's context: the host ends it only after its
-			// pre-shutdown hooks, which stop the cache themselves.
-			err := prepared.Run(context.WithoutCancel(hookCtx))
-			if err != nil && !errors.Is(err, ErrClosed) {
-				logger.Error(err, "The mounted cache server stopped")
-			}
-			mu.Lock()
-			runErr = err
-			mu.Unlock()
-			if ended != nil {
-				ended()
-			}
-		}()
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if err := host.AddPreShutdownHook(MountedHookName, func() error {
-		for _, stop := range stopFirst {
-			stop()
-		}
-		s.Close()
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return func() error {
-		s.Close()
-		mu.Lock()
-		d := done
-		mu.Unlock()
-		if d == nil {
-			return nil
-		}
-		<-d
-		mu.Lock()
-		defer mu.Unlock()
-		return runErr
-	}, nil
-}
-
-// servePlane declares what the data plane serves: the bootstrapped types
-// from the first moment, whatever their CRDs' state, and every other
-// Established CRD as the informer sees it. It returns the loops that keep
-// it so: the wait for the CRD informer's first list, and the source of the
-// identity resources that cached APIExports and CachedResources declare.
-func (s *Server) servePlane(ctx context.Context, crdInformer cache.SharedIndexInformer, crds []*apiextensionsv1.CustomResourceDefinition, boot *bootstrap.Installer) (crdsSynced, exported func(context.Context), err error) {
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
-	s.GenericAPIServer.RegisterDestroyFunc(s.plane.Destroy)
-	for _, crd := range crds {
-		if err := s.plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
-			return nil, nil, err
-		}
-	}
-	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
-		if err := boot.Check(); err != nil {
-			return err
-		}
-		return s.plane.ReadinessCheck()
-	})); err != nil {
-		return nil, nil, err
-	}
-	if crdsSynced, err = s.plane.WatchCRDs(ctx, crdInformer); err != nil {
-		return nil, nil, err
-	}
-	return crdsSynced, dataplane.NewExportSource(s.plane, exportedTypes(crds), s.etcdClient).Run, nil
-}
-
-// Types is the set of types the server serves; more can be registered at run
-// time, with or without a CRD.
-func (s *Server) Types() *dataplane.Registry { return s.plane }

@@ -118,7 +118,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.duration, "duration", 5*time.Second, "how long the watch-phase writer runs")
 	fs.BoolVar(&c.quick, "quick", false, "small sizes that finish in under a minute (explicit flags still win)")
 	fs.BoolVar(&c.jsonOut, "json", false, "print JSON instead of a table")
-	fs.StringVar(&c.jsonFile, "json-file", "", "also write the report as JSON to this file (e.g. for hack/perfplot, which draws the scale phase's curves)")
+	fs.StringVar(&c.jsonFile, "json-file", "", "also write the report as JSON to this file (e.g. for hack/perf/perfplot, which draws the scale phase's curves)")
 	fs.BoolVar(&c.markdownOut, "markdown", false, "print the machine and the table in Markdown, as docs/performance.md shows them")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile (server and clients, one process) to this file")
 	fs.StringVar(&c.profilePhase, "profile-phase", "all", "phase the CPU profile covers: all, "+strings.Join(phases, ", "))

@@ -12,7 +12,7 @@ import (
 // the rules (TestPolicyDocIsCurrent fails until it is run).
 const (
 	PolicyDocPath    = "docs/security.md"
-	PolicyDocCommand = "go run ./hack/rulesdoc"
+	PolicyDocCommand = "go run ./hack/ci/rulesdoc"
 )
 
 // The markers around the generated part of PolicyDocPath.

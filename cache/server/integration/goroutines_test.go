@@ -175,7 +175,7 @@ func TestStopLeavesNoGoroutineOfTheServerBehind(t *testing.T) {
 }
 
 // hookWiring installs the replication hook in a host as kcp wires it (see
-// hack/kcp-run-cache-server.sh): the host's shard's own objects read
+// hack/kcp/kcp-run-cache-server.sh): the host's shard's own objects read
 // through its /clusters/ paths, replicated into the mounted cache with the
 // host's shard identity, hook.Install for the post-start and pre-shutdown
 // hooks and the status path.

@@ -319,7 +319,7 @@ func (s *stream) deleteCopy(ctx context.Context, k copyKey, uid types.UID) error
 // digest need no write; JSON encodes maps in key order, so equal content
 // has one encoding.
 func contentOf(u *unstructured.Unstructured) [sha256.Size]byte {
-	b, err := json.Marshal(comparable(u))
+	b, err := json.Marshal(contentFields(u))
 	if err != nil {
 		// Unstructured content came from JSON; a value that cannot be
 		// encoded again never equals another, so the copy is written.
@@ -328,7 +328,10 @@ func contentOf(u *unstructured.Unstructured) [sha256.Size]byte {
 	return sha256.Sum256(b)
 }
 
-func comparable(u *unstructured.Unstructured) map[string]interface{} {
+// contentFields is the part of a copy that says whether it changed: what
+// every write rewrites (resourceVersion, generation, managed fields, the
+// home's resourceVersion) left out.
+func contentFields(u *unstructured.Unstructured) map[string]interface{} {
 	c := u.DeepCopy()
 	c.SetResourceVersion("")
 	c.SetGeneration(0)

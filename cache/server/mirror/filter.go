@@ -16,24 +16,24 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
-// LocalRevisions tells the revision of the last change this cache knows of
+// PartitionRevisions tells the revision of the last change this cache knows of
 // in a shard's data of a type (the home revision tracker).
-type LocalRevisions interface {
+type PartitionRevisions interface {
 	Known(shard string, gr schema.GroupResource) (int64, bool)
 }
 
 // ServingConfig is what the hierarchy filter needs besides the mirror.
 type ServingConfig struct {
-	// Self is this cache's name; Epoch its current epoch.
-	Self  string
-	Epoch func() string
-	// Local answers this cache's own revisions, for the home-revision
+	// CacheName is this cache's name (--cache-name); Epoch its current epoch.
+	CacheName string
+	Epoch     func() string
+	// PartitionRevisions answers this cache's own revisions, for the home-revision
 	// header of the partitions whose home it is; nil sends none.
-	Local LocalRevisions
-	// LocalRevision reads the local storage's revision, so that a stale
+	PartitionRevisions PartitionRevisions
+	// StorageRevision reads the local storage's revision, so that a stale
 	// read is served at least as new as its home-revision header says
 	// (header.go); nil serves it as asked.
-	LocalRevision LocalRevision
+	StorageRevision StorageRevision
 	// Homes is the cache's table of home claims: writes into a partition
 	// are admitted by it.
 	Homes  *Homes
@@ -106,7 +106,7 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 						w.Header().Set(kcpcache.FreshnessAgeHeader, kcpcache.FormatFreshnessAges(ages))
 					}
 					if len(entries) > 0 && info.Verb != "watch" {
-						entries = m.coverStaleRead(req, entries, cfg.LocalRevision, info.Verb == "list")
+						entries = m.coverStaleRead(req, entries, cfg.StorageRevision, info.Verb == "list")
 					}
 					// A GET keeps the streams until it is answered; a LIST
 					// is served at an exact revision and lets them go now
@@ -118,9 +118,9 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 					}
 				}
 			}
-			if cfg.Local != nil && consistent && m.isHomeHere(scope.Shard) {
-				if rev, ok := cfg.Local.Known(scope.Shard, gr); ok {
-					entries = append(entries, kcpcache.HomeRevision{Home: cfg.Self, Epoch: cfg.Epoch(), Revision: rev})
+			if cfg.PartitionRevisions != nil && consistent && m.isHomeHere(scope.Shard) {
+				if rev, ok := cfg.PartitionRevisions.Known(scope.Shard, gr); ok {
+					entries = append(entries, kcpcache.HomeRevision{Home: cfg.CacheName, Epoch: cfg.Epoch(), Revision: rev})
 				}
 			}
 			if len(entries) > 0 {
@@ -152,7 +152,7 @@ func exemptFromChecks(req *http.Request) bool {
 // at that local revision when exact, and returns the entries to send: none
 // for a read that asks for an exact resourceVersion or a newer one, or
 // when the local revision cannot be read.
-func (m *Mirror) coverStaleRead(req *http.Request, entries []kcpcache.HomeRevision, current LocalRevision, exact bool) []kcpcache.HomeRevision {
+func (m *Mirror) coverStaleRead(req *http.Request, entries []kcpcache.HomeRevision, current StorageRevision, exact bool) []kcpcache.HomeRevision {
 	if current == nil {
 		return entries
 	}
@@ -175,7 +175,7 @@ func (m *Mirror) isHomeHere(shard string) bool {
 		return true
 	}
 	c, _, ok := m.homes.Lookup(shard)
-	return !ok || c.Home == m.cfg.Self
+	return !ok || c.Home == m.cfg.CacheName
 }
 
 // admitWrite admits a write into a shard's partition by the claims. Only

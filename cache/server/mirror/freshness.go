@@ -115,7 +115,7 @@ func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
 		case conflict != "":
 			refused = append(refused, &NotFresh{Reason: ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
 			return true
-		case c.Home != m.cfg.Self && m.peers[c.Home] == nil:
+		case c.Home != m.cfg.CacheName && m.peers[c.Home] == nil:
 			refused = append(refused, &NotFresh{Reason: ReasonHomeNotPeered, Home: c.Home, Shard: c.Shard})
 			return true
 		}

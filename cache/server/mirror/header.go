@@ -45,14 +45,14 @@ func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release fun
 	}
 }
 
-// LocalRevision returns the local storage's current revision.
-type LocalRevision func(ctx context.Context) (int64, error)
+// StorageRevision returns the local storage's current revision.
+type StorageRevision func(ctx context.Context) (int64, error)
 
 // coveringRevision returns a local revision at least as new as every write
 // applied when the header's entries were taken (call it after taking them).
 // The revision is cached per stream state, so that reads while nothing is
 // mirrored cost no round trip to etcd.
-func (m *Mirror) coveringRevision(ctx context.Context, current LocalRevision) (int64, error) {
+func (m *Mirror) coveringRevision(ctx context.Context, current StorageRevision) (int64, error) {
 	v := m.stateVersion.Load()
 	m.localRevMu.Lock()
 	if m.localRevAt >= v && m.localRev > 0 {

@@ -19,6 +19,7 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/options"
 )
 
 // A shard's home is a claim (shard, home cache, generation), never inferred
@@ -70,14 +71,16 @@ type ClaimStore interface {
 
 // HomesConfig is what Homes needs.
 type HomesConfig struct {
-	Self  string
-	Epoch func() string
+	CacheName string
+	Epoch     func() string
 	// Peers are asked for their tables.
 	Peers []Peer
 	// Store persists the claims; nil keeps them in memory only.
 	Store ClaimStore
-	// Wait bounds asking the peers before a claim.
-	Wait time.Duration
+	// FreshnessWait (--freshness-wait) bounds asking the peers before a
+	// claim, and how long a write of a shard being adopted waits for the
+	// claim; zero: options.DefaultFreshnessWait.
+	FreshnessWait time.Duration
 	// PollInterval is how often the peers' tables are read; zero: two
 	// seconds.
 	PollInterval time.Duration
@@ -124,14 +127,14 @@ type Homes struct {
 // NewHomes builds the table; Load fills it from the store.
 func NewHomes(cfg HomesConfig) (*Homes, error) {
 	registerMetrics()
-	if err := kcpcache.ValidateCacheName(cfg.Self); err != nil {
+	if err := kcpcache.ValidateCacheName(cfg.CacheName); err != nil {
 		return nil, err
 	}
 	if cfg.PollInterval == 0 {
 		cfg.PollInterval = defaultPollInterval
 	}
-	if cfg.Wait <= 0 {
-		cfg.Wait = 5 * time.Second
+	if cfg.FreshnessWait <= 0 {
+		cfg.FreshnessWait = options.DefaultFreshnessWait
 	}
 	h := &Homes{cfg: cfg, claims: map[string]kcpcache.HomeClaim{}, conflicts: map[string]string{},
 		adopted: map[string]int64{}, claiming: map[string]bool{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
@@ -162,7 +165,7 @@ func (h *Homes) Load(ctx context.Context) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, c := range rec.Claims {
-		c.Held, c.ConflictsWith = c.Home == h.cfg.Self, ""
+		c.Held, c.ConflictsWith = c.Home == h.cfg.CacheName, ""
 		h.claims[c.Shard] = c
 		homeInfo.WithLabelValues(c.Shard, c.Home).Set(1)
 	}
@@ -209,7 +212,7 @@ func (h *Homes) Lookup(shard string) (kcpcache.HomeClaim, string, bool) {
 // names another cache, with no conflict.
 func (h *Homes) HomedElsewhere(shard string) (string, int64, bool) {
 	c, conflict, ok := h.Lookup(shard)
-	if !ok || conflict != "" || c.Home == h.cfg.Self {
+	if !ok || conflict != "" || c.Home == h.cfg.CacheName {
 		return "", 0, false
 	}
 	return c.Home, c.Generation, true
@@ -234,7 +237,7 @@ func (h *Homes) known() ([]kcpcache.HomeClaim, map[string]string) {
 // Table is this cache's answer at kcpcache.HomesPath; shard "" is every
 // shard.
 func (h *Homes) Table(shard string) kcpcache.HomesAnswer {
-	ans := kcpcache.HomesAnswer{Cache: h.cfg.Self, Claims: []kcpcache.HomeClaim{}}
+	ans := kcpcache.HomesAnswer{Cache: h.cfg.CacheName, Claims: []kcpcache.HomeClaim{}}
 	if h.cfg.Epoch != nil {
 		ans.Epoch = h.cfg.Epoch()
 	}
@@ -244,7 +247,7 @@ func (h *Homes) Table(shard string) kcpcache.HomesAnswer {
 		if shard != "" && s != shard {
 			continue
 		}
-		c.Held = c.Home == h.cfg.Self
+		c.Held = c.Home == h.cfg.CacheName
 		c.ConflictsWith = h.conflicts[s]
 		ans.Claims = append(ans.Claims, c)
 	}
@@ -302,10 +305,10 @@ func (h *Homes) merge(ctx context.Context, from string, claims []kcpcache.HomeCl
 		known, ok := h.claims[c.Shard]
 		switch {
 		case !ok || c.Generation > known.Generation:
-			if ok && known.Home == h.cfg.Self && c.Home != h.cfg.Self {
+			if ok && known.Home == h.cfg.CacheName && c.Home != h.cfg.CacheName {
 				logger.Info("A shard's home moved away from this cache by a claim of a higher generation: giving it up",
 					"shard", c.Shard, "to", c.Home, "generation", c.Generation, "heldGeneration", known.Generation, "learntFrom", from)
-			} else if !ok && c.Home == h.cfg.Self {
+			} else if !ok && c.Home == h.cfg.CacheName {
 				logger.Info("A peer names this cache the home of a shard it had no claim of (its storage was lost or replaced): taking the claim back",
 					"shard", c.Shard, "generation", c.Generation, "learntFrom", from)
 			}
@@ -371,7 +374,7 @@ func (p *tablePeer) ask(ctx context.Context, shard string) (kcpcache.HomesAnswer
 // askPeers asks every peer (or the one named) for its table and learns
 // it. It returns the peers that could not answer and those claiming shard.
 func (h *Homes) askPeers(ctx context.Context, shard, only string) (failed map[string]error, claiming []string) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.Wait)
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.FreshnessWait)
 	defer cancel()
 	var (
 		mu sync.Mutex
@@ -421,7 +424,7 @@ func (h *Homes) Admit(ctx context.Context, shard string) *apierrors.StatusError 
 	if h.isAdopting(shard) {
 		select {
 		case <-h.adoptDone:
-		case <-time.After(h.cfg.Wait):
+		case <-time.After(h.cfg.FreshnessWait):
 			return h.unavailable(shard, fmt.Sprintf("this cache is adopting shard %q and has not claimed it yet", shard), nil)
 		case <-ctx.Done():
 			return apierrors.NewTimeoutError("the request ended", 1)
@@ -468,7 +471,7 @@ func (h *Homes) Admit(ctx context.Context, shard string) *apierrors.StatusError 
 		}
 		return h.unavailable(shard, fmt.Sprintf("peer caches (%s) are claiming shard %q at this moment; retry", strings.Join(claiming, ", "), shard), causes)
 	}
-	c := kcpcache.HomeClaim{Shard: shard, Home: h.cfg.Self, Generation: 1}
+	c := kcpcache.HomeClaim{Shard: shard, Home: h.cfg.CacheName, Generation: 1}
 	h.mu.Lock()
 	h.claims[shard] = c
 	h.mu.Unlock()
@@ -478,7 +481,7 @@ func (h *Homes) Admit(ctx context.Context, shard string) *apierrors.StatusError 
 		h.mu.Unlock()
 		return h.unavailable(shard, fmt.Sprintf("persisting the claim of shard %q: %v", shard, err), nil)
 	}
-	homeInfo.WithLabelValues(shard, h.cfg.Self).Set(1)
+	homeInfo.WithLabelValues(shard, h.cfg.CacheName).Set(1)
 	klog.FromContext(ctx).Info("Claimed a shard's home: no peer knows another", "shard", shard, "generation", 1)
 	return nil
 }
@@ -487,7 +490,7 @@ func (h *Homes) decide(shard string, c kcpcache.HomeClaim, conflict string) *api
 	if conflict != "" {
 		return h.unavailable(shard, conflictMessage(shard, c, conflict), []metav1.StatusCause{{Type: ReasonHomeConflict, Field: shard, Message: conflictMessage(shard, c, conflict)}})
 	}
-	if c.Home == h.cfg.Self {
+	if c.Home == h.cfg.CacheName {
 		return nil
 	}
 	return apierrors.NewForbidden(schema.GroupResource{}, "", fmt.Errorf("the home of shard %q is the cache %q (claim generation %d): the shard writes there, and this cache mirrors it", shard, c.Home, c.Generation))
@@ -554,7 +557,7 @@ func (h *Homes) adoptedHere(ctx context.Context) []string {
 	defer h.mu.Unlock()
 	var out []string
 	for shard := range h.adopted {
-		if h.claims[shard].Home == h.cfg.Self {
+		if h.claims[shard].Home == h.cfg.CacheName {
 			out = append(out, shard)
 		}
 	}
@@ -578,7 +581,7 @@ func (h *Homes) adopt(ctx context.Context) {
 		gen, done := h.adopted[shard]
 		var c kcpcache.HomeClaim
 		if !done {
-			c = kcpcache.HomeClaim{Shard: shard, Home: h.cfg.Self, Generation: h.claims[shard].Generation + 1}
+			c = kcpcache.HomeClaim{Shard: shard, Home: h.cfg.CacheName, Generation: h.claims[shard].Generation + 1}
 			old := h.claims[shard]
 			h.claims[shard] = c
 			h.adopted[shard] = c.Generation
@@ -587,7 +590,7 @@ func (h *Homes) adopt(ctx context.Context) {
 			if old.Home != "" {
 				homeInfo.DeleteLabelValues(shard, old.Home)
 			}
-			homeInfo.WithLabelValues(shard, h.cfg.Self).Set(1)
+			homeInfo.WithLabelValues(shard, h.cfg.CacheName).Set(1)
 		}
 		h.mu.Unlock()
 		if done {

@@ -33,8 +33,8 @@ type Peer struct {
 
 // Config is what a Mirror needs.
 type Config struct {
-	// Self is this cache's name.
-	Self string
+	// CacheName is this cache's name (--cache-name).
+	CacheName string
 	// Peers are the caches whose home partitions are mirrored here.
 	Peers []Peer
 	// Local reaches this cache as system:masters (the loopback client): the
@@ -43,7 +43,8 @@ type Config struct {
 	// Resources returns the types this cache serves; each is mirrored from
 	// every peer that serves it too.
 	Resources func() []schema.GroupVersionResource
-	// FreshnessWait bounds a consistent read's wait for the mirror.
+	// FreshnessWait (--freshness-wait) bounds a consistent read's wait for
+	// the mirror.
 	FreshnessWait time.Duration
 	// TypeInterval is how often new types are picked up; zero means ten
 	// seconds.
@@ -107,7 +108,7 @@ type peer struct {
 // New builds a Mirror; Run starts it.
 func New(cfg Config) (*Mirror, error) {
 	registerMetrics()
-	if err := kcpcache.ValidateCacheName(cfg.Self); err != nil {
+	if err := kcpcache.ValidateCacheName(cfg.CacheName); err != nil {
 		return nil, err
 	}
 	if cfg.Local == nil || cfg.Resources == nil || cfg.Homes == nil {
@@ -127,7 +128,7 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: cfg.Homes, scanNow: make(chan struct{}, 1), streamsAdded: make(chan struct{})}
 	for _, p := range cfg.Peers {
-		if p.Name == cfg.Self {
+		if p.Name == cfg.CacheName {
 			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
 		}
 		if _, dup := m.peers[p.Name]; dup {

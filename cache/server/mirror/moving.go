@@ -89,7 +89,7 @@ func (m *Mirror) promoteAdopted(ctx context.Context) error {
 					if isHomeObject(u) || !inPartition(u) {
 						continue
 					}
-					if home, ok := m.homeOf(shard); !ok || home != m.cfg.Self {
+					if home, ok := m.homeOf(shard); !ok || home != m.cfg.CacheName {
 						// The shard moved on since: its new home's stream
 						// brings it.
 						return nil

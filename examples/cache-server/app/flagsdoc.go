@@ -13,7 +13,7 @@ import (
 // root, and FlagsDocCommand the command that writes it there.
 const (
 	FlagsDocPath    = "docs/flags.md"
-	FlagsDocCommand = "go run ./hack/flagsdoc"
+	FlagsDocCommand = "go run ./hack/ci/flagsdoc"
 )
 
 // FlagSets returns the command's flag sets as NewCommand registers them.

@@ -2,7 +2,7 @@
 # kcp-regions.sh turns kcp's sharded test environment (cmd/sharded-test-server, one cache for
 # every shard) into two regions: the root shard pushes to cache "east", shard-1 to cache "west",
 # and the two caches mirror each other. sharded-test-server resolves its binaries through
-# KCP_ASSET_<NAME> when NO_GORUN=1; hack/kcp-e2e.sh (REGIONS mode) points three of them at
+# KCP_ASSET_<NAME> when NO_GORUN=1; hack/kcp/kcp-e2e.sh (REGIONS mode) points three of them at
 # shims that call this script:
 #
 #   kcp-regions.sh cache ARGS...  KCP_ASSET_CACHE_SERVER: starts west beside the cache

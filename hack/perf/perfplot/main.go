@@ -3,10 +3,10 @@
 // -json-file F` (several files are merged, later files' rows replacing
 // earlier ones) and writes a PNG with two panels, objects on a logarithmic
 // x axis: heap and RSS per object, and the time from a restart to ready;
-// ours as solid lines, kcp's cache-server dashed. hack/scale.sh runs the
+// ours as solid lines, kcp's cache-server dashed. hack/perf/scale.sh runs the
 // bench and then this.
 //
-//	cd hack/perfplot && go run . -out ../../docs/scale.png /tmp/kcp-cache-scale/scale.json
+//	cd hack/perf/perfplot && go run . -out ../../../docs/scale.png /tmp/kcp-cache-scale/scale.json
 //
 // It is a module of its own so that its drawing dependency
 // (golang.org/x/image, for the labels' font) stays out of the library's

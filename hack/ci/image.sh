@@ -10,8 +10,8 @@
 # (MEMORY_LIMIT_MIB, default 256) and loads objects until the server refuses
 # them (507), checking that it is never OOM-killed.
 #
-#   hack/image.sh          # build, start, probe, stop (.ci/run runs this)
-#   hack/image.sh build    # build only
+#   hack/ci/image.sh          # build, start, probe, stop (.ci/run runs this)
+#   hack/ci/image.sh build    # build only
 #
 # Needs podman and runc (Debian: apt-get install podman runc), openssl, curl.
 # IMAGE (default localhost/kcp-cache:dev) names the image; BASE a base image
@@ -23,7 +23,7 @@
 # defaults exceed them). Networking is loopback only: the container's port
 # 6443 is published on 127.0.0.1.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 IMAGE=${IMAGE:-localhost/kcp-cache:dev}
 BASE=${BASE:-scratch}
@@ -31,7 +31,7 @@ mode=${1:-run}
 case "$mode" in run | build) ;; *) echo "usage: $0 [build]" >&2; exit 2 ;; esac
 
 for tool in podman runc openssl curl; do
-  command -v "$tool" >/dev/null || { echo "hack/image.sh: $tool is missing (Debian: apt-get install podman runc openssl curl)" >&2; exit 1; }
+  command -v "$tool" >/dev/null || { echo "hack/ci/image.sh: $tool is missing (Debian: apt-get install podman runc openssl curl)" >&2; exit 1; }
 done
 
 work=$(mktemp -d /tmp/kcp-cache-image.XXXXXX)
@@ -122,7 +122,7 @@ podman run -d --name "$name" \
   -v=2 >/dev/null
 
 fail() {
-  echo "hack/image.sh: $*" >&2
+  echo "hack/ci/image.sh: $*" >&2
   echo "--- container log (last 40 lines)" >&2
   podman logs --tail 40 "$name" >&2 || true
   exit 1

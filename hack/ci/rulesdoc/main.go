@@ -2,7 +2,7 @@
 // docs/security.md from cache/server/authorization/rules.go. Run it from the
 // module's root after changing a rule:
 //
-//	go run ./hack/rulesdoc
+//	go run ./hack/ci/rulesdoc
 //
 // TestPolicyDocIsCurrent (cache/server/authorization) fails until it is run.
 package main

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kcp-region-outage.sh takes a region away from a running kcp and measures what its users keep.
 #
-# In kcp's sharded test environment split in two regions (hack/kcp-e2e.sh's "regions": the root
+# In kcp's sharded test environment split in two regions (hack/kcp/kcp-e2e.sh's "regions": the root
 # shard pushes to cache east, shard-1 to cache west, the caches mirror each other) it sets up,
 # with kcp's own client (kubectl through the front-proxy, as kcp-admin):
 #
@@ -13,8 +13,8 @@
 # east and the root shard back, and runs the checks again, with what must have converged. It
 # prints a table: each check, its result during the outage and after the return.
 #
-#   hack/kcp-region-outage.sh /path/to/kcp        # kcp's binaries in KCP_DIR/bin (see kcp-e2e.sh)
-#   SKIP_KCP_BUILD=1 hack/kcp-region-outage.sh /path/to/kcp
+#   hack/kcp/kcp-region-outage.sh /path/to/kcp        # kcp's binaries in KCP_DIR/bin (see kcp-e2e.sh)
+#   SKIP_KCP_BUILD=1 hack/kcp/kcp-region-outage.sh /path/to/kcp
 #
 # The environment uses kcp's fixed ports; the script holds /tmp/kcp-ports.lock while it runs.
 set -euo pipefail
@@ -23,17 +23,17 @@ if [ -z "${KCP_OUTAGE_LOCKED:-}" ]; then
 	KCP_OUTAGE_LOCKED=1 exec flock /tmp/kcp-ports.lock "$0" "$@"
 fi
 
-HERE=$(cd "$(dirname "$0")/.." && pwd)
+HERE=$(cd "$(dirname "$0")/../.." && pwd)
 export OUT=${OUT:-$HERE/.kcp-region-outage}
 # kcp-e2e.sh's env_start and env_stop, and the binaries it builds.
 KCP_E2E_LIB=1
-# shellcheck source=hack/kcp-e2e.sh
-source "$HERE/hack/kcp-e2e.sh" "$@"
+# shellcheck source=hack/kcp/kcp-e2e.sh
+source "$HERE/hack/kcp/kcp-e2e.sh" "$@"
 
 env_start regions
 trap env_stop EXIT
 W=$env_work
-REGIONS="$HERE/hack/kcp-regions.sh"
+REGIONS="$HERE/hack/kcp/kcp-regions.sh"
 RESULTS="$OUT/outage.tsv"
 : >"$RESULTS"
 

@@ -6,12 +6,12 @@
 # the project (override with KCP_GOPROXY=/path/to/kcp-goproxy); everything else comes from the
 # usual proxy.
 #
-#   hack/kcpgraph/test.sh                     # build, vet, and every test of cache/... (.ci/run)
-#   hack/kcpgraph/test.sh -run TestX ./cache/server/integration   # build, vet, then go test ARGS
+#   hack/kcp/kcpgraph/test.sh                     # build, vet, and every test of cache/... (.ci/run)
+#   hack/kcp/kcpgraph/test.sh -run TestX ./cache/server/integration   # build, vet, then go test ARGS
 set -euo pipefail
 
 cd "$(dirname "$0")"
-root=$(cd ../.. && pwd)
+root=$(cd ../../.. && pwd)
 proxy=${KCP_GOPROXY:-$(dirname "$root")/shared/kcp-goproxy}
 if [ ! -f "$proxy/github.com/kcp-dev/client-go/@v/list" ]; then
   echo "no kcp-goproxy at $proxy (set KCP_GOPROXY to the directory)" >&2

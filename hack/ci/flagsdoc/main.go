@@ -1,7 +1,7 @@
 // Command flagsdoc writes docs/flags.md from the flag sets of
 // examples/cache-server. Run it from the module's root after changing a flag:
 //
-//	go run ./hack/flagsdoc
+//	go run ./hack/ci/flagsdoc
 //
 // TestFlagsDocIsCurrent (examples/cache-server/app) fails until it is run.
 package main

@@ -3,11 +3,11 @@
 # flag, builds that kcp, and runs it with the flag off (kcp's own cache) and on (ours), to show
 # that a kcp shard serves, replicates into and reads our cache.
 #
-#   hack/kcp-run-cache-server.sh /path/to/kcp        # a kcp v0.32.3 source tree (left untouched)
-#   PATCH_ONLY=1 hack/kcp-run-cache-server.sh /path/to/kcp   # only patch, print the patch's size
+#   hack/kcp/kcp-run-cache-server.sh /path/to/kcp        # a kcp v0.32.3 source tree (left untouched)
+#   PATCH_ONLY=1 hack/kcp/kcp-run-cache-server.sh /path/to/kcp   # only patch, print the patch's size
 #
 # Steps (all under WORK, default a new temporary directory; kept at the end for inspection):
-#   1. Copies the kcp tree to kcp-patched and applies hack/kcp-in-process.patch (its size is
+#   1. Copies the kcp tree to kcp-patched and applies hack/kcp/kcp-in-process.patch (its size is
 #      printed): --run-cache-server, without --cache-kubeconfig, mounts our cache
 #      server (NewMountedConfig, an embedded etcd of its own under the root directory's
 #      kcp-cache/) at /services/cache/ where kcp mounts its own, and installs our replication
@@ -29,8 +29,8 @@
 # shard-1; embedded etcd ETCD_PORT (default 12379) and +1, peers +100. One run at a time.
 set -euo pipefail
 
-KCP_DIR=$(cd "${1:?usage: hack/kcp-run-cache-server.sh KCP_DIR}" && pwd)
-OURS=$(cd "$(dirname "$0")/.." && pwd)
+KCP_DIR=$(cd "${1:?usage: hack/kcp/kcp-run-cache-server.sh KCP_DIR}" && pwd)
+OURS=$(cd "$(dirname "$0")/../.." && pwd)
 WORK=${WORK:-$(mktemp -d -t kcp-run-cache-server.XXXXXX)}
 SECURE_PORT=${SECURE_PORT:-16443}
 ETCD_PORT=${ETCD_PORT:-12379}
@@ -48,22 +48,22 @@ prepare_tree() { # dest: a writable copy of the kcp tree, without its binaries
 # patch_tree makes our library kcp's in-process cache behind one flag, --run-cache-server: off,
 # kcp runs its own in-process cache and replication controller as before; on (and no
 # --cache-kubeconfig), it mounts our cache server at the same path and our hook replicates.
-# The change is hack/kcp-in-process.patch (one new file, pkg/server/kcpcache.go, the flag in
+# The change is hack/kcp/kcp-in-process.patch (one new file, pkg/server/kcpcache.go, the flag in
 # kcp's cache options and the choice in pkg/server/server.go) plus our module in go.mod, which
 # go mod edit writes because its path is this checkout's. It prints the patch's size.
 patch_tree() { # dir
   local dir=$1
-  (cd "$dir" && patch -p1 --quiet --forward <"$OURS/hack/kcp-in-process.patch") || {
-    echo "hack/kcp-in-process.patch does not apply: kcp's source differs from v0.32.3" >&2
+  (cd "$dir" && patch -p1 --quiet --forward <"$OURS/hack/kcp/kcp-in-process.patch") || {
+    echo "hack/kcp/kcp-in-process.patch does not apply: kcp's source differs from v0.32.3" >&2
     exit 1
   }
   (cd "$dir" && go mod edit \
     -require=github.com/kcp-cache/kcp-cache@v0.0.0 \
     -replace=github.com/kcp-cache/kcp-cache="$OURS")
-  local p=$OURS/hack/kcp-in-process.patch
+  local p=$OURS/hack/kcp/kcp-in-process.patch
   # Counted as diffstat counts (blank lines too): every +/- line of a hunk, not the headers.
   awk '/^(\+\+\+|---) /{if (/^\+\+\+/) files++; next} /^\+/{added++} /^-/{removed++}
-    END{printf "patch of kcp v0.32.3 (hack/kcp-in-process.patch): %d files, %d lines added, %d removed;" \
+    END{printf "patch of kcp v0.32.3 (hack/kcp/kcp-in-process.patch): %d files, %d lines added, %d removed;" \
       " go.mod: 2 lines (require, replace)\n", files, added, removed}' "$p"
 }
 

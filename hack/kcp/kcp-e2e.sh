@@ -10,33 +10,33 @@
 # warm (the first kcp build takes 10-15 minutes more). The ports kcp's environment uses are
 # fixed (6443, 8010-8012, ...), so the two runs happen one after the other, never at once.
 #
-#   hack/kcp-e2e.sh /path/to/kcp                 # both caches, the default tests
-#   CACHES=ours hack/kcp-e2e.sh /path/to/kcp     # only ours
-#   TESTS='cache:TestReplicationWithWildcardListing' hack/kcp-e2e.sh /path/to/kcp
-#   SKIP_KCP_BUILD=1 hack/kcp-e2e.sh /path/to/kcp  # reuse kcp's binaries of an earlier run
-#   CACHES='ours regions' hack/kcp-e2e.sh /path/to/kcp  # one cache of ours, then two regions
-#   CACHE_ARGS=-v=4 hack/kcp-e2e.sh /path/to/kcp   # more arguments for our cache-server
-#   COUNT=3 hack/kcp-e2e.sh /path/to/kcp           # each test three times (go test -count)
-#   NO_WARMUP=1 hack/kcp-e2e.sh /path/to/kcp       # the first test starts as soon as the
+#   hack/kcp/kcp-e2e.sh /path/to/kcp                 # both caches, the default tests
+#   CACHES=ours hack/kcp/kcp-e2e.sh /path/to/kcp     # only ours
+#   TESTS='cache:TestReplicationWithWildcardListing' hack/kcp/kcp-e2e.sh /path/to/kcp
+#   SKIP_KCP_BUILD=1 hack/kcp/kcp-e2e.sh /path/to/kcp  # reuse kcp's binaries of an earlier run
+#   CACHES='ours regions' hack/kcp/kcp-e2e.sh /path/to/kcp  # one cache of ours, then two regions
+#   CACHE_ARGS=-v=4 hack/kcp/kcp-e2e.sh /path/to/kcp   # more arguments for our cache-server
+#   COUNT=3 hack/kcp/kcp-e2e.sh /path/to/kcp           # each test three times (go test -count)
+#   NO_WARMUP=1 hack/kcp/kcp-e2e.sh /path/to/kcp       # the first test starts as soon as the
 #                                                  # environment says ready (see env_warmup)
 #
-#   KCP_PATCHED_BIN=/path/kcp CACHES='single-off single-on' TESTS=... hack/kcp-e2e.sh /path/to/kcp
+#   KCP_PATCHED_BIN=/path/kcp CACHES='single-off single-on' TESTS=... hack/kcp/kcp-e2e.sh /path/to/kcp
 #                                    # kcp's single-shard environment, the kcp binary built by
-#                                    # hack/kcp-run-cache-server.sh: --run-cache-server off, on
+#                                    # hack/kcp/kcp-run-cache-server.sh: --run-cache-server off, on
 #
 # TESTS lists package:test pairs; a package is a directory under kcp's test/e2e.
 #
 # CACHES names the environments: "kcp" (kcp's cache-server), "ours" (our cache-server in its
 # place) and "regions" (two of ours: the root shard pushes to cache east, shard-1 to west, the
-# caches mirror each other; see hack/kcp-regions.sh). kcp's tests that read the cache directly
+# caches mirror each other; see hack/kcp/kcp-regions.sh). kcp's tests that read the cache directly
 # read .kcp-cache/cache.kubeconfig, which is east's in the regions environment. "single-off" and
 # "single-on" are kcp's single-shard environment, as kcp's `make test-e2e-shared-minimal` starts
-# it, with the patched kcp binary KCP_PATCHED_BIN (hack/kcp-run-cache-server.sh builds it:
-# hack/kcp-in-process.patch) and --run-cache-server off (kcp's own in-process cache) or on (ours).
+# it, with the patched kcp binary KCP_PATCHED_BIN (hack/kcp/kcp-run-cache-server.sh builds it:
+# hack/kcp/kcp-in-process.patch) and --run-cache-server off (kcp's own in-process cache) or on (ours).
 set -euo pipefail
 
-KCP_DIR=$(cd "${1:?usage: hack/kcp-e2e.sh KCP_DIR}" && pwd)
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+KCP_DIR=$(cd "${1:?usage: hack/kcp/kcp-e2e.sh KCP_DIR}" && pwd)
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${OUT:-$HERE/.kcp-e2e}
 CACHES=${CACHES:-"kcp ours"}
 TESTS=${TESTS:-"reconciler/cache:TestReplication cache:TestCacheServerReplicationAPI cache:TestReplicationWithWildcardListing apibinding:TestAPIBinding reconciler/apiexportendpointslice:TestAPIBindingEndpointSlicesSharded apibinding:TestAPIBindingPermissionClaimsAppliedAcrossShards"}
@@ -79,9 +79,9 @@ env_start() {
 		cache_bin="$OUT/bin/ours-cache-server"
 		;;
 	regions)
-		shim regions-cache-server "$HERE/hack/kcp-regions.sh" cache
-		shim regions-kcp "$HERE/hack/kcp-regions.sh" kcp
-		shim regions-vw "$HERE/hack/kcp-regions.sh" vw
+		shim regions-cache-server "$HERE/hack/kcp/kcp-regions.sh" cache
+		shim regions-kcp "$HERE/hack/kcp/kcp-regions.sh" kcp
+		shim regions-vw "$HERE/hack/kcp/kcp-regions.sh" vw
 		cache_bin="$OUT/bin/regions-cache-server"
 		assets=(KCP_ASSET_KCP="$OUT/bin/regions-kcp" KCP_ASSET_VIRTUAL_WORKSPACES="$OUT/bin/regions-vw"
 			KCP_REGIONS_CACHE_BIN="$OUT/bin/kcp-cache-server" KCP_REGIONS_KCP_BIN="$KCP_DIR/bin/kcp"
@@ -180,7 +180,7 @@ env_stop() {
 	local procs
 	procs=$(descendants "$env_pid")
 	# The regions environment's supervisors and their processes (a stopped one has no parent).
-	[ -d "$env_work/.kcp-regions" ] && procs="$procs $("$HERE/hack/kcp-regions.sh" pids "$env_work")"
+	[ -d "$env_work/.kcp-regions" ] && procs="$procs $("$HERE/hack/kcp/kcp-regions.sh" pids "$env_work")"
 	kill -TERM "$env_pid" 2>/dev/null || true
 	for _ in $(seq 60); do kill -0 "$env_pid" 2>/dev/null || break; sleep 1; done
 	kill -KILL "$env_pid" $procs 2>/dev/null || true
@@ -250,7 +250,7 @@ if [ -z "${SKIP_KCP_BUILD:-}" ] || [ ! -x "$KCP_DIR/bin/sharded-test-server" ]; 
 fi
 case " $CACHES " in
 *" single-"*)
-	[ -x "${KCP_PATCHED_BIN:-}" ] || { echo "single-off/single-on need KCP_PATCHED_BIN: the kcp binary hack/kcp-run-cache-server.sh builds" >&2; exit 1; }
+	[ -x "${KCP_PATCHED_BIN:-}" ] || { echo "single-off/single-on need KCP_PATCHED_BIN: the kcp binary hack/kcp/kcp-run-cache-server.sh builds" >&2; exit 1; }
 	if [ ! -x "$KCP_DIR/bin/test-server" ]; then
 		log "building kcp's test-server in $KCP_DIR/bin"
 		(cd "$KCP_DIR" && CGO_ENABLED=0 go build -o bin/ ./cmd/test-server)
@@ -258,7 +258,7 @@ case " $CACHES " in
 	;;
 esac
 
-# hack/kcp-region-outage.sh sources this file for env_start and env_stop and the binaries.
+# hack/kcp/kcp-region-outage.sh sources this file for env_start and env_stop and the binaries.
 [ -n "${KCP_E2E_LIB:-}" ] && return 0
 
 packages=$(for t in $TESTS; do echo "${t%%:*}"; done | sort -u)

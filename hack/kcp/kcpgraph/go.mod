@@ -1,7 +1,7 @@
 // Module kcpgraph builds every package of kcp-cache inside kcp v0.32.3's module graph:
 // kcp's requirements and its replace directives for k8s.io/* (kcp's Kubernetes fork, served
 // by the Go module proxy). Keep both in step with the kcp release named in the README.
-module github.com/kcp-cache/kcp-cache/hack/kcpgraph
+module github.com/kcp-cache/kcp-cache/hack/kcp/kcpgraph
 
 go 1.26.0
 
@@ -12,7 +12,7 @@ require (
 	go.etcd.io/etcd/etcdutl/v3 v3.6.8 // indirect
 )
 
-replace github.com/kcp-cache/kcp-cache => ../..
+replace github.com/kcp-cache/kcp-cache => ../../..
 
 // kcp v0.32.3 go.mod: its requirements (without the modules it stages in its own tree but
 // the two its Kubernetes fork imports).

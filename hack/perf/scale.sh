@@ -8,16 +8,16 @@
 # repository github.com/kcp-dev/kcp) to build kcp's cache-server from, root (for the memory
 # cgroups), and about an hour on 2 cores at the default sizes.
 #
-#   hack/scale.sh /path/to/kcp
-#   SIZES=10000,50000 hack/scale.sh /path/to/kcp        # other sizes
-#   KCP_CACHE_SERVER=/path/to/cache-server hack/scale.sh  # kcp's binary, already built
-#   MEMORY_LIMIT=8Gi hack/scale.sh /path/to/kcp           # each server's memory limit
+#   hack/perf/scale.sh /path/to/kcp
+#   SIZES=10000,50000 hack/perf/scale.sh /path/to/kcp        # other sizes
+#   KCP_CACHE_SERVER=/path/to/cache-server hack/perf/scale.sh  # kcp's binary, already built
+#   MEMORY_LIMIT=8Gi hack/perf/scale.sh /path/to/kcp           # each server's memory limit
 #
 # OUT (default /tmp/kcp-cache-scale) receives the binaries, the table (scale.md) and the report
 # (scale.json); the curves go to docs/scale.png.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=${OUT:-/tmp/kcp-cache-scale}
 sizes=${SIZES:-10000,50000,250000}
 limit=${MEMORY_LIMIT:-6Gi}
@@ -25,7 +25,7 @@ mkdir -p "$out"
 
 kcp_bin=${KCP_CACHE_SERVER:-}
 if [[ -z "$kcp_bin" ]]; then
-	kcp_dir=${1:?usage: hack/scale.sh /path/to/kcp (or KCP_CACHE_SERVER=/path/to/cache-server hack/scale.sh)}
+	kcp_dir=${1:?usage: hack/perf/scale.sh /path/to/kcp (or KCP_CACHE_SERVER=/path/to/cache-server hack/perf/scale.sh)}
 	kcp_bin=$out/kcp-cache-server-kcp
 	echo "building kcp's cache-server from $kcp_dir" >&2
 	(cd "$kcp_dir" && CGO_ENABLED=0 go build -o "$kcp_bin" ./cmd/cache-server)
@@ -43,5 +43,5 @@ go build -o "$out/bench" ./examples/bench
 	-scale-server-binary "$out/kcp-cache-server" -kcp-cache-server "$kcp_bin" \
 	-scale-memory-limit "$limit" -markdown -json-file "$out/scale.json" | tee "$out/scale.md"
 
-(cd hack/perfplot && go run . -out "$repo/docs/scale.png" "$out/scale.json")
+(cd hack/perf/perfplot && go run . -out "$repo/docs/scale.png" "$out/scale.json")
 echo "table: $out/scale.md; curves: docs/scale.png" >&2

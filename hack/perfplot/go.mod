@@ -1,5 +1,0 @@
-module github.com/kcp-cache/kcp-cache/hack/perfplot
-
-go 1.26.0
-
-require golang.org/x/image v0.48.0
