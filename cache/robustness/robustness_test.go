@@ -310,7 +310,7 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 	moved := false
 	return func(_ context.Context, t *testing.T, note func(string)) {
 		if moved {
-			note(fmt.Sprintf("the home of %s stays at %s (--adopt-shard acts once)", p.shard, to))
+			note(fmt.Sprintf("no second move of %s from %s to %s (--adopt-shard acts once)", p.shard, from, to))
 			return
 		}
 		moved = true
