@@ -85,7 +85,7 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.ReturnMemoryAfterLists, "return-memory-after-lists", o.ReturnMemoryAfterLists,
 		"After a burst of LISTs, return the memory it used to the operating system (a forced garbage collection, at most once a minute).")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
-		"What the server may hold in memory: auto (the limit of the process's memory cgroup, e.g. a container's; none if it has none), none, or a quantity (e.g. 2Gi). A standalone server sets the Go runtime's memory limit to 90% of it (unless GOMEMLIMIT is set), so that it collects garbage before the kernel would kill it, and refuses new objects with 507 while its live heap is above 60% of it, so that what it holds keeps fitting; reads, updates and deletes go on.")
+		"What the server may hold in memory: auto (the limit of the process's memory cgroup, e.g. a container's; none if it has none), none, or a quantity (e.g. 2Gi). A standalone server sets the Go runtime's memory limit to 90% of it (unless GOMEMLIMIT is set), so that it collects garbage before the kernel would kill it, and refuses new objects with 507 while its live heap is above 40% of it, so that what it holds keeps fitting; reads, updates and deletes go on.")
 }
 
 // Validate checks the bounds.

@@ -188,7 +188,10 @@ until [ "$(probe /readyz)" = 200 ]; do
   sleep 1
 done
 want_bytes=$((limit_mib * 1024 * 1024))
-podman logs "$name" 2>&1 | grep -q "\"Memory limit\".* limitBytes=$want_bytes " ||
+# (The log is read whole first: grep -q closing the pipe early would fail the
+# pipeline under pipefail.)
+podman logs "$name" >"$work/memlog" 2>&1 || true
+grep -q "\"Memory limit\".* limitBytes=$want_bytes " "$work/memlog" ||
   fail "the server did not take its memory limit ($want_bytes bytes) from its cgroup"
 # Objects of 256 KiB, four at a time, until the server answers 507 (at most
 # 4,000 of them: 1 GiB, four times the limit).
