@@ -106,20 +106,29 @@ port=${PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1"
 
 echo "== podman run $IMAGE as kcp-operator runs it (uid 65532, read-only root, 127.0.0.1:$port)"
 t1=$(date +%s)
-podman run -d --name "$name" \
-  --user 65532:65532 --read-only \
-  --tmpfs /var/etcd:rw,mode=0700,U \
-  --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
-  -p "127.0.0.1:$port:6443" \
-  -v "$tls/server:/etc/cache-server/tls/server:ro" \
-  -v "$tls/ca:/etc/cache-server/tls/ca/root:ro" \
-  "$IMAGE" \
-  --tls-cert-file=/etc/cache-server/tls/server/tls.crt \
-  --tls-private-key-file=/etc/cache-server/tls/server/tls.key \
-  --root-directory= \
-  --client-ca-file=/etc/cache-server/tls/ca/root/tls.crt \
-  --embedded-etcd-directory=/var/etcd \
-  -v=2 >/dev/null
+# run_server PODMAN_ARGS... -- SERVER_ARGS...: the container as the operator
+# starts it (uid 65532, read-only root, its TLS files and arguments), with
+# the etcd directory and any limits given in PODMAN_ARGS.
+run_server() {
+  local podman_args=()
+  while [ "$1" != -- ]; do podman_args+=("$1"); shift; done
+  shift
+  podman run -d --name "$name" \
+    --user 65532:65532 --read-only \
+    "${podman_args[@]}" \
+    --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
+    -p "127.0.0.1:$port:6443" \
+    -v "$tls/server:/etc/cache-server/tls/server:ro" \
+    -v "$tls/ca:/etc/cache-server/tls/ca/root:ro" \
+    "$IMAGE" \
+    --tls-cert-file=/etc/cache-server/tls/server/tls.crt \
+    --tls-private-key-file=/etc/cache-server/tls/server/tls.key \
+    --root-directory= \
+    --client-ca-file=/etc/cache-server/tls/ca/root/tls.crt \
+    --embedded-etcd-directory=/var/etcd \
+    "$@" >/dev/null
+}
+run_server --tmpfs /var/etcd:rw,mode=0700,U -- -v=2
 
 fail() {
   echo "hack/ci/image.sh: $*" >&2
@@ -167,20 +176,7 @@ t2=$(date +%s)
 etcd_dir=$work/etcd
 mkdir -p "$etcd_dir" && chown 65532:65532 "$etcd_dir" && chmod 0700 "$etcd_dir"
 podman rm -f --time 5 "$name" >/dev/null 2>&1 || true
-podman run -d --name "$name" \
-  --user 65532:65532 --read-only \
-  --memory="${limit_mib}m" --memory-swap="${limit_mib}m" \
-  -v "$etcd_dir:/var/etcd" \
-  --ulimit nofile=20000:20000 --ulimit nproc=32768:32768 \
-  -p "127.0.0.1:$port:6443" \
-  -v "$tls/server:/etc/cache-server/tls/server:ro" \
-  -v "$tls/ca:/etc/cache-server/tls/ca/root:ro" \
-  "$IMAGE" \
-  --tls-cert-file=/etc/cache-server/tls/server/tls.crt \
-  --tls-private-key-file=/etc/cache-server/tls/server/tls.key \
-  --root-directory= \
-  --client-ca-file=/etc/cache-server/tls/ca/root/tls.crt \
-  --embedded-etcd-directory=/var/etcd >/dev/null
+run_server --memory="${limit_mib}m" --memory-swap="${limit_mib}m" -v "$etcd_dir:/var/etcd" --
 deadline=$(($(date +%s) + ${READY_TIMEOUT:-180}))
 until [ "$(probe /readyz)" = 200 ]; do
   [ "$(podman inspect --format '{{.State.Running}}' "$name" 2>/dev/null)" = true ] || fail "the memory-limited container stopped before it was ready"
