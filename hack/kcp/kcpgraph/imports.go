@@ -10,6 +10,7 @@ package kcpgraph
 
 import (
 	_ "github.com/kcp-cache/kcp-cache/cache/client"
+	_ "github.com/kcp-cache/kcp-cache/cache/fallback"
 	_ "github.com/kcp-cache/kcp-cache/cache/hook"
 	_ "github.com/kcp-cache/kcp-cache/cache/options"
 	_ "github.com/kcp-cache/kcp-cache/cache/replication"
