@@ -32,7 +32,7 @@ func NewUserReadOptions() *UserReadOptions {
 // AddFlags adds the options' flags to fs.
 func (o *UserReadOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Workspaces, "user-read-workspaces", o.Workspaces,
-		"Workspaces whose objects of --user-read-resources this shard pushes into its user-read partition <shard-name>"+kcpcache.UserReadSuffix+
+		"Workspaces whose objects of --user-read-resources are pushed into the shard's user-read partition <shard-name>"+kcpcache.UserReadSuffix+
 			" of the cache, by path (root, root:org-a) or logical cluster name: what users read there, for a read-only fallback while the shard is down. "+
 			"A workspace's child Workspaces live in it, so marking root pushes the list of organizations. The RBAC of "+kcpcache.UserReadAdminCluster+
 			" (the shard's bootstrap policy) is pushed whenever anything is marked. Empty, with --user-read-workspace-types empty, pushes nothing.")
