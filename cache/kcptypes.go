@@ -145,6 +145,28 @@ func KcpTypes() []Type {
 	}
 }
 
+// ServedTypes are the types a cache server serves from the start by default
+// (--bootstrap-types=*): the kcp profile (KcpTypes), followed by the
+// user-read types (UserReadTypes) the profile lacks, Workspaces and
+// APIBindings. Those are pushed only into user-read partitions; no kcp
+// release line reads or pushes them, so KcpTypesOf leaves them out and no
+// kcp shard waits for an informer on them. A type in both lists is the
+// profile's (TestServedTypes checks that both declare it alike).
+func ServedTypes() []Type {
+	out := KcpTypes()
+	have := map[string]bool{}
+	for _, t := range out {
+		have[t.Name()] = true
+	}
+	for _, t := range UserReadTypes() {
+		if !have[t.Name()] {
+			out = append(out, t)
+			have[t.Name()] = true
+		}
+	}
+	return out
+}
+
 // KcpTypesOf returns the profile's types that shards of release use, in
 // profile order, or an error for an unknown release.
 func KcpTypesOf(release KcpRelease) ([]Type, error) {
@@ -168,11 +190,11 @@ func joinReleases(rs []KcpRelease) string {
 	return strings.Join(s, ", ")
 }
 
-// KcpTypesNamed returns the profile's types with the given names
-// ("resource.group", as Type.Name), in profile order, or an error naming
-// every unknown one. "*" alone selects the whole profile.
+// KcpTypesNamed returns the served types (ServedTypes) with the given names
+// ("resource.group", as Type.Name), in their order, or an error naming
+// every unknown one. "*" alone selects all of them.
 func KcpTypesNamed(names []string) ([]Type, error) {
-	all := KcpTypes()
+	all := ServedTypes()
 	if len(names) == 1 && names[0] == Wildcard {
 		return all, nil
 	}
@@ -193,7 +215,7 @@ func KcpTypesNamed(names []string) ([]Type, error) {
 			unknown = append(unknown, n)
 		}
 		slices.Sort(unknown)
-		return nil, fmt.Errorf("not in the kcp type profile: %s (known: %s)", strings.Join(unknown, ", "), strings.Join(TypeNames(all), ", "))
+		return nil, fmt.Errorf("not a served type: %s (known: %s)", strings.Join(unknown, ", "), strings.Join(TypeNames(all), ", "))
 	}
 	return out, nil
 }

@@ -98,11 +98,52 @@ func TestKcpTypesNamed(t *testing.T) {
 		t.Errorf("names = %v", names)
 	}
 	all, err := KcpTypesNamed([]string{"*"})
-	if err != nil || len(all) != len(KcpTypes()) {
-		t.Errorf("* selected %d types (%v), want %d", len(all), err, len(KcpTypes()))
+	if err != nil || len(all) != len(ServedTypes()) {
+		t.Errorf("* selected %d types (%v), want %d", len(all), err, len(ServedTypes()))
+	}
+	if got, err := KcpTypesNamed([]string{"workspaces.tenancy.kcp.io"}); err != nil || len(got) != 1 {
+		t.Errorf("a user-read type is not selectable by name: %v, %v", got, err)
 	}
 	_, err = KcpTypesNamed([]string{"apiexports.apis.kcp.io", "widgets.example.com", "apiexports"})
 	if err == nil || !strings.Contains(err.Error(), "apiexports, widgets.example.com") {
 		t.Errorf("unknown names: err = %v, want both named, sorted", err)
+	}
+}
+
+// Every cache serves the kcp profile and the user-read types, each once; a
+// type in both is declared alike (the profile's replicate policy aside),
+// so a user-read partition holds it under the versions kcp's shards use.
+func TestServedTypes(t *testing.T) {
+	served := map[string]Type{}
+	for _, typ := range ServedTypes() {
+		if _, dup := served[typ.Name()]; dup {
+			t.Errorf("%s is served twice", typ.Name())
+		}
+		served[typ.Name()] = typ
+	}
+	for _, typ := range KcpTypes() {
+		if _, ok := served[typ.Name()]; !ok {
+			t.Errorf("kcp type %s is not served", typ.Name())
+		}
+	}
+	for _, typ := range UserReadTypes() {
+		got, ok := served[typ.Name()]
+		if !ok {
+			t.Errorf("user-read type %s is not served", typ.Name())
+			continue
+		}
+		got.Replicate = typ.Replicate
+		if got.Kind != typ.Kind || got.StorageVersion != typ.StorageVersion || !slices.Equal(got.Versions, typ.Versions) ||
+			got.Namespaced != typ.Namespaced || got.PathSegmentNames != typ.PathSegmentNames {
+			t.Errorf("user-read type %s = %+v, served as %+v", typ.Name(), typ, got)
+		}
+	}
+	for _, name := range []string{"workspaces.tenancy.kcp.io", "apibindings.apis.kcp.io"} {
+		for _, release := range KcpReleases() {
+			types, _ := KcpTypesOf(release)
+			if slices.Contains(TypeNames(types), name) {
+				t.Errorf("%s is among the types of kcp line %s: its shards would wait for an informer kcp never opens", name, release)
+			}
+		}
 	}
 }

@@ -236,3 +236,15 @@ func (h *heartbeater) spec() kcpcache.HeartbeatSpec {
 	}
 	return spec
 }
+
+// RunHeartbeat renews the heartbeat of a partition until ctx is done, from
+// the status of the replication controller that keeps it, as the hook does
+// for the partitions it keeps; interval 0 means 5s. It is for a replicator
+// that runs without the hook, such as one beside a stock kcp shard that
+// keeps only the shard's user-read partition (examples/replicator).
+func RunHeartbeat(ctx context.Context, partition string, cc *client.ClusterClient, status func() replication.Status, interval time.Duration) {
+	if interval == 0 {
+		interval = defaultHeartbeatInterval
+	}
+	newHeartbeater(partition, cc, status, interval).run(ctx)
+}

@@ -67,6 +67,17 @@ type Config struct {
 	// HeartbeatInterval is how often the shard renews its heartbeat in the
 	// cache; 0 means 5s. The heartbeat's lease lasts four intervals.
 	HeartbeatInterval time.Duration
+
+	// UserRead, when it marks anything, also keeps the shard's user-read
+	// partition (kcpcache.UserReadPartition): what users read in the marked
+	// workspaces, pushed by a second replication controller
+	// (replication.UserReadController) with its own heartbeat in that
+	// partition. LocalSources must then provide UserReadTypes and
+	// LogicalClusters too.
+	UserRead replication.Marking
+	// UserReadTypes are pushed for the marked workspaces; nil means
+	// kcpcache.UserReadTypes().
+	UserReadTypes []kcpcache.Type
 }
 
 // Hook replicates a shard into the cache and keeps global informers over it.
@@ -81,6 +92,10 @@ type Hook struct {
 	controller  *replication.Controller
 	heartbeater *heartbeater
 	heartbeats  *client.Heartbeats
+	// userRead and userReadHeartbeater keep the user-read partition; nil
+	// when nothing is marked.
+	userRead            *replication.UserReadController
+	userReadHeartbeater *heartbeater
 
 	// mu guards the run Start began: its cancel and the goroutine's end.
 	mu      sync.Mutex
@@ -155,8 +170,25 @@ func New(cfg Config) (*Hook, error) {
 			h.global.ForResource(gvr) // create now, so Start runs it
 		}
 	}
+	if !cfg.UserRead.Empty() {
+		if h.userRead, err = replication.NewUserReadController(&replication.UserReadConfig{
+			Shard:          cfg.Shard,
+			CacheClient:    cacheClient,
+			LocalSources:   cfg.LocalSources,
+			Marking:        cfg.UserRead,
+			Types:          cfg.UserReadTypes,
+			CacheInformers: cfg.CacheInformers,
+		}); err != nil {
+			return nil, err
+		}
+		h.userReadHeartbeater = newHeartbeater(kcpcache.UserReadPartition(cfg.Shard), cacheClient, h.userRead.Controller().Status, cfg.HeartbeatInterval)
+	}
 	return h, nil
 }
+
+// UserRead is the controller of the shard's user-read partition; nil when
+// Config.UserRead marks nothing.
+func (h *Hook) UserRead() *replication.UserReadController { return h.userRead }
 
 // GlobalInformers are informers over every shard and cluster of the cache,
 // for the host's controllers' cache-fallback lookups; types the host's own
@@ -244,6 +276,13 @@ func (h *Hook) Run(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { h.heartbeater.run(ctx) })
 	wg.Go(func() { h.controller.Run(ctx, h.cfg.Workers) })
+	if h.userRead != nil {
+		wg.Go(func() {
+			ctx := klog.NewContext(ctx, klog.FromContext(ctx).WithValues("partition", kcpcache.UserReadPartition(h.cfg.Shard)))
+			h.userReadHeartbeater.run(ctx)
+		})
+		wg.Go(func() { h.userRead.Run(ctx, h.cfg.Workers) })
+	}
 
 	ticker := time.NewTicker(h.cfg.ProbeInterval)
 	defer ticker.Stop()
@@ -282,6 +321,14 @@ func (h *Hook) probe(ctx context.Context) {
 	default:
 		h.status.Degrade(ctx, ReasonReplicationPending, "the shard's partition has not converged since start-up")
 		return
+	}
+	if h.userRead != nil {
+		select {
+		case <-h.userRead.Controller().InitialSyncDone():
+		default:
+			h.status.Degrade(ctx, ReasonReplicationPending, "the shard's user-read partition has not converged since start-up")
+			return
+		}
 	}
 	h.status.Recover(ctx)
 }

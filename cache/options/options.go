@@ -53,9 +53,9 @@ type Options struct {
 	// Hierarchy names the cache and its peers in a hierarchy of caches.
 	Hierarchy *HierarchyOptions
 
-	// BootstrapTypes names the types of the kcp profile (kcpcache.KcpTypes)
-	// served from the start, as "resource.group"; "*" is all of them, the
-	// default. More types can be declared at runtime with CRDs.
+	// BootstrapTypes names the types served from the start
+	// (kcpcache.ServedTypes: the kcp profile and the user-read types), as
+	// "resource.group"; "*" is all of them, the default. More types can be declared at runtime with CRDs.
 	BootstrapTypes []string
 
 	// FeatureGates are upstream feature gates to set, over the cache
@@ -123,7 +123,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	general.StringVar(&o.RootDirectory, "root-directory", o.RootDirectory,
 		"Directory for the serving certificate, the admin kubeconfig (cache.kubeconfig) and the embedded etcd's data. Relative paths are resolved against the working directory. Empty (--root-directory=, as kcp-operator passes it) means none: nothing is written but the embedded etcd's directory (its default is then ./etcd-server), the serving certificate is --tls-cert-file's or generated in memory, and no admin kubeconfig is written.")
 	general.StringSliceVar(&o.BootstrapTypes, "bootstrap-types", o.BootstrapTypes,
-		"Types of the kcp profile served from the start, as resource.group (e.g. apiexports.apis.kcp.io); * serves all of them, as a kcp shard needs. An empty value serves none. Other types can be added at runtime by creating CRDs. Known: "+strings.Join(kcpcache.TypeNames(kcpcache.KcpTypes()), ", ")+".")
+		"Types served from the start, as resource.group (e.g. apiexports.apis.kcp.io); * serves all of them: kcp's types, as a kcp shard needs, and the types of the user-read partitions (workspaces, apibindings). An empty value serves none. Other types can be added at runtime by creating CRDs. Known: "+strings.Join(kcpcache.TypeNames(kcpcache.ServedTypes()), ", ")+".")
 	general.DurationVar(&o.SyntheticDelay, "synthetic-delay", o.SyntheticDelay,
 		"Hold every request back this long before serving it, as kcp's cache-server does with this flag: for tests of clients against a slow cache.")
 	fss.FlagSet("Debugging").StringVar(&o.ProfilerAddress, "profiler-address", o.ProfilerAddress,

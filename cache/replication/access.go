@@ -19,7 +19,7 @@ const fieldManager = "kcp-cache-replication"
 // getLocalFromSource returns the shard's object under k if it is selected
 // (its cluster is replicated and the resource's filter takes it), else nil.
 func (c *Controller) getLocalFromSource(k Key) (*unstructured.Unstructured, error) {
-	if !c.clusterSelected(k.Cluster) {
+	if !c.clusterSelected(k.GVR, k.Cluster) {
 		return nil, nil
 	}
 	rs := c.resources[k.GVR]

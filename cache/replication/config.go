@@ -121,6 +121,22 @@ type Config struct {
 	// they have no copies, and copies found for them are deleted.
 	ReplicateSystemClusters bool
 
+	// Clusters, when set, decides which logical clusters' objects of a
+	// resource are replicated, in place of the system-cluster rule
+	// (ReplicateSystemClusters is then ignored); a copy in a cluster it
+	// rejects is deleted. It is asked on every event and reconcile, from
+	// several goroutines, so it must be cheap and safe for concurrent use.
+	// When its answer for a cluster changes, call Controller.ResyncCluster:
+	// nothing else makes the controller look at that cluster's objects
+	// again.
+	Clusters func(gvr schema.GroupVersionResource, cluster string) bool
+
+	// WaitFor are informers Clusters or the filters read: Run waits until
+	// they have synced, as it waits for its own, before the first round,
+	// so that no copy is deleted because the selection had not seen its
+	// cluster yet.
+	WaitFor []cache.InformerSynced
+
 	// RateLimiter spaces out retries of failed keys; nil means per-key
 	// exponential backoff from 5ms to 10s. No key is ever dropped.
 	RateLimiter workqueue.TypedRateLimiter[Key]

@@ -32,8 +32,11 @@ const defaultProgressInterval = 2 * time.Second
 type Controller struct {
 	shard                   string
 	replicateSystemClusters bool
-	cacheClient             *client.ClusterClient
-	resources               map[schema.GroupVersionResource]*resourceState
+	// clusters is Config.Clusters; nil: the system-cluster rule.
+	clusters    func(schema.GroupVersionResource, string) bool
+	waitFor     []cache.InformerSynced
+	cacheClient *client.ClusterClient
+	resources   map[schema.GroupVersionResource]*resourceState
 	// order lists resources in configuration order, for stable logs.
 	order        []schema.GroupVersionResource
 	cacheFactory *client.InformerFactory
@@ -96,6 +99,8 @@ func NewController(cfg *Config) (*Controller, error) {
 	c := &Controller{
 		shard:                   cfg.Shard,
 		replicateSystemClusters: cfg.ReplicateSystemClusters,
+		clusters:                cfg.Clusters,
+		waitFor:                 cfg.WaitFor,
 		cacheClient:             cfg.CacheClient,
 		resources:               map[schema.GroupVersionResource]*resourceState{},
 		cacheFactory:            client.NewInformerFactory(cfg.CacheClient, kcpcache.Scope{Shard: cfg.Shard, Cluster: kcpcache.Wildcard}, 0),
@@ -182,7 +187,8 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	c.cacheFactory.Start(ctx)
 
-	synced := make([]cache.InformerSynced, 0, 2*len(c.order))
+	synced := make([]cache.InformerSynced, 0, 2*len(c.order)+len(c.waitFor))
+	synced = append(synced, c.waitFor...)
 	for _, gvr := range c.order {
 		rs := c.resources[gvr]
 		synced = append(synced, rs.source.Informer.HasSynced, rs.cacheInformer.HasSynced)
@@ -226,9 +232,41 @@ func (c *Controller) enqueue(k Key) {
 	c.queue.Add(k)
 }
 
-// clusterSelected is false for logical clusters whose objects stay on the shard.
-func (c *Controller) clusterSelected(cluster string) bool {
+// clusterSelected is false for logical clusters whose objects of gvr stay
+// on the shard.
+func (c *Controller) clusterSelected(gvr schema.GroupVersionResource, cluster string) bool {
+	if c.clusters != nil {
+		return c.clusters(gvr, cluster)
+	}
 	return c.replicateSystemClusters || !strings.HasPrefix(cluster, "system:")
+}
+
+// ResyncCluster queues every key of cluster found on either side, for every
+// resource: call it when Config.Clusters changes its answer for cluster, so
+// that the cluster's selected objects get copies and the others lose
+// theirs. It reads the informers' stores, so it finds nothing before they
+// have synced; Run's first round covers every key anyway. It is safe for
+// concurrent use, and does nothing once the controller has stopped.
+func (c *Controller) ResyncCluster(cluster string) {
+	if c.queue.ShuttingDown() {
+		return
+	}
+	for _, gvr := range c.order {
+		rs := c.resources[gvr]
+		for _, obj := range rs.source.Informer.GetStore().List() {
+			if k, err := keyFor(gvr, obj); err == nil && k.Cluster == cluster {
+				c.enqueue(k)
+			}
+		}
+		for _, obj := range rs.cacheInformer.GetStore().List() {
+			if !inShard(obj, c.shard) {
+				continue
+			}
+			if k, err := keyFor(gvr, obj); err == nil && k.Cluster == cluster {
+				c.enqueue(k)
+			}
+		}
+	}
 }
 
 // releaseObjectsGauge takes this controller's copies out of the objects

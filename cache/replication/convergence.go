@@ -101,7 +101,7 @@ func (c *Controller) enqueueAll(ctx context.Context, epoch string) {
 	for _, gvr := range c.order {
 		rs := c.resources[gvr]
 		for _, obj := range rs.source.Informer.GetStore().List() {
-			if k, err := keyFor(gvr, obj); err == nil && c.clusterSelected(k.Cluster) {
+			if k, err := keyFor(gvr, obj); err == nil && c.clusterSelected(gvr, k.Cluster) {
 				keys[k] = struct{}{}
 			}
 		}

@@ -68,7 +68,7 @@ func (c *Controller) localHandler(ctx context.Context, rs *resourceState) cache.
 			klog.FromContext(ctx).V(4).Info("Ignoring local object", "err", err)
 			return
 		}
-		if !c.clusterSelected(k.Cluster) {
+		if !c.clusterSelected(k.GVR, k.Cluster) {
 			return
 		}
 		if isChange {

@@ -14,8 +14,9 @@
 //     objects in the system partition through an unprefixed path;
 //     system:masters may do everything else.
 //   - A shard, user system:kcp:shard:<s>, writes only below
-//     shards/<s>/clusters/<cluster>/..., and reads every partition and every
-//     wildcard. The group system:kcp:cache:readers and peer caches read like
+//     shards/<s>/clusters/<cluster>/... and its user-read partition
+//     shards/<s>:readonly/clusters/<cluster>/..., and reads every partition
+//     and every wildcard. The group system:kcp:cache:readers and peer caches read like
 //     a shard and never write.
 //   - The group system:kcp:cache:metrics-readers reads /metrics and the
 //     health endpoints, nothing else.

@@ -59,6 +59,9 @@ const (
 	RuleHeartbeatReads Rule = "heartbeat-reads"
 	// RuleOwnHeartbeatWrites: a shard writes its own heartbeat, by name.
 	RuleOwnHeartbeatWrites Rule = "own-heartbeat-writes"
+	// RuleOwnUserReadHeartbeatWrites: a shard writes the heartbeat of its
+	// user-read partition (kcpcache.UserReadPartition), by name.
+	RuleOwnUserReadHeartbeatWrites Rule = "own-user-read-heartbeat-writes"
 	// RuleOwnHeartbeat: in the reserved heartbeat cluster, a shard writes
 	// only its own heartbeat, by name.
 	RuleOwnHeartbeat Rule = "shard-writes-own-heartbeat-only"
@@ -68,6 +71,10 @@ const (
 	RuleReservedName Rule = "reserved-names-masters-only"
 	// RulePartitionReads: shards, readers and peers read every partition.
 	RulePartitionReads Rule = "partition-reads"
+	// RuleOwnUserReadWrites: a shard writes its user-read partition
+	// (kcpcache.UserReadPartition), where what users read in its marked
+	// workspaces is pushed.
+	RuleOwnUserReadWrites Rule = "own-user-read-partition-writes"
 	// RuleOwnPartition: a shard writes only its own partition.
 	RuleOwnPartition Rule = "shard-writes-own-partition-only"
 	// RuleOwnPartitionWrites: a shard writes its own partition.
@@ -317,13 +324,25 @@ var rules = []policyRule{
 		},
 	},
 	{
+		name: RuleOwnUserReadHeartbeatWrites, decision: authorizer.DecisionAllow,
+		who:      "shard `<s>`",
+		requests: "the same writes of `" + kcpcache.HeartbeatResource.Resource + "/<s>" + kcpcache.UserReadSuffix + "` in `" + kcpcache.ShardsSegment + "/<s>" + kcpcache.UserReadSuffix + "/" + kcpcache.ClustersSegment + "/" + kcpcache.HeartbeatCluster + "`: the heartbeat of its user-read partition",
+		matches: func(r *request) bool {
+			partition := kcpcache.UserReadPartition(r.shard)
+			return r.resource && r.heartbeat && r.isShard && r.write && r.verb != "deletecollection" &&
+				r.scope.Shard == partition && r.attrs.GetName() == partition
+		},
+	},
+	{
 		name: RuleOwnHeartbeat, decision: authorizer.DecisionDeny,
 		who:      "shards",
 		requests: "any other write of heartbeats in a heartbeat cluster",
 		matches:  func(r *request) bool { return r.resource && r.heartbeat && r.isShard },
 		reason: func(r *request) string {
-			return fmt.Sprintf("shard %q writes only its own heartbeat, %s/%s in %s, by name (server-side apply or update)",
-				r.shard, kcpcache.HeartbeatResource.Resource, r.shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: r.shard, Cluster: kcpcache.HeartbeatCluster}))
+			partition := kcpcache.UserReadPartition(r.shard)
+			return fmt.Sprintf("shard %q writes only its own heartbeats, %s/%s in %s and %s/%s in %s, by name (server-side apply or update)",
+				r.shard, kcpcache.HeartbeatResource.Resource, r.shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: r.shard, Cluster: kcpcache.HeartbeatCluster}),
+				kcpcache.HeartbeatResource.Resource, partition, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: partition, Cluster: kcpcache.HeartbeatCluster}))
 		},
 	},
 	{
@@ -353,14 +372,23 @@ var rules = []policyRule{
 		matches:  func(r *request) bool { return r.resource && r.anyReader && r.read },
 	},
 	{
+		name: RuleOwnUserReadWrites, decision: authorizer.DecisionAllow,
+		who:      "shard `<s>`",
+		requests: "create, update, patch, delete, deletecollection below `" + kcpcache.ShardsSegment + "/<s>" + kcpcache.UserReadSuffix + "/" + kcpcache.ClustersSegment + "/<cluster>/`, its user-read partition (what users read in its marked workspaces); no wildcard cluster",
+		matches: func(r *request) bool {
+			return r.resource && r.isShard && r.write && r.scope.Shard == kcpcache.UserReadPartition(r.shard) && r.scope.Cluster != kcpcache.Wildcard
+		},
+	},
+	{
 		name: RuleOwnPartition, decision: authorizer.DecisionDeny,
 		who:      "shard `<s>`",
-		requests: "writes outside `" + kcpcache.ShardsSegment + "/<s>/" + kcpcache.ClustersSegment + "/<cluster>`, a wildcard cluster included",
+		requests: "writes outside `" + kcpcache.ShardsSegment + "/<s>/" + kcpcache.ClustersSegment + "/<cluster>` and its user-read partition, a wildcard cluster included",
 		matches: func(r *request) bool {
 			return r.resource && r.isShard && r.write && (r.scope.Shard != r.shard || r.scope.Cluster == kcpcache.Wildcard)
 		},
 		reason: func(r *request) string {
-			return fmt.Sprintf("shard %q writes only below %s", r.shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: r.shard, Cluster: "{cluster}"}))
+			return fmt.Sprintf("shard %q writes only below %s and %s", r.shard, kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: r.shard, Cluster: "{cluster}"}),
+				kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: kcpcache.UserReadPartition(r.shard), Cluster: "{cluster}"}))
 		},
 	},
 	{

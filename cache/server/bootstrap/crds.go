@@ -27,9 +27,10 @@ type CRDNames struct {
 }
 
 // DefaultCRDs are the types every cache server serves from the
-// start: the whole kcp type profile, kcpcache.KcpTypes.
+// start: the whole kcp type profile and the user-read types,
+// kcpcache.ServedTypes.
 func DefaultCRDs() []*apiextensionsv1.CustomResourceDefinition {
-	return CRDs(kcpcache.KcpTypes())
+	return CRDs(kcpcache.ServedTypes())
 }
 
 // CRDs returns the CRDs of types and of the cache's own type, the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/examples/internal/command"
+	replicator "github.com/kcp-cache/kcp-cache/examples/replicator/app"
 )
 
 // FlagsDocPath is where FlagsDoc's output lives, relative to the module's
@@ -36,7 +37,9 @@ what kcp's flags do here is in [kcp.md](kcp.md#kcps-flags). A few are accepted f
 have no effect; their help says so, and the server logs each one that is set at start. Flags of a
 shard that mounts a cache (` + "`--run-cache-server`" + `, ...) are in
 [kcp.md](kcp.md#mounting-the-cache-in-a-kcp-shard-kcps-in-process-cache). The flags of the
-subcommands ` + "`backup` and `restore`" + ` follow the server's.
+subcommands ` + "`backup` and `restore`" + ` follow the server's, and last those of
+` + "`examples/replicator`" + `, which runs beside a stock kcp shard
+([kcp.md](kcp.md#user-read-partitions-what-users-read-in-marked-workspaces)).
 `)
 	if err := command.WriteMarkdown(&b, FlagSets()); err != nil {
 		return nil, err
@@ -49,6 +52,10 @@ subcommands ` + "`backup` and `restore`" + ` follow the server's.
 			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewBackupOptions().AddFlags},
 		{"cache-server restore", "Restores a backup into a stopped server's data directory " +
 			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewRestoreOptions().AddFlags},
+		{"replicator", "The binary `examples/replicator`: beside a stock kcp shard, it pushes what users read in the " +
+			"marked workspaces into the shard's user-read partition `<shard-name>:readonly`, with that partition's heartbeat " +
+			"([kcp.md](kcp.md#user-read-partitions-what-users-read-in-marked-workspaces)). The Logging flags above apply too; " +
+			"the `--user-read-*` flags are also those of `examples/shard`.", replicator.NewOptions().AddFlags},
 	} {
 		if err := command.WriteSubcommandMarkdown(&b, sub.line, sub.summary, command.FlagSets(sub.addFlags)); err != nil {
 			return nil, err

@@ -16,7 +16,6 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 )
 
 var (
@@ -24,11 +23,6 @@ var (
 	APIExports  = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apiexports"}
 	APIBindings = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alpha1", Resource: "apibindings"}
 )
-
-// apiBindingCRD is served by the shard only: bindings are not replicated.
-func apiBindingCRD() bootstrap.CRDNames {
-	return bootstrap.CRDNames{Group: APIBindings.Group, Version: APIBindings.Version, Resource: APIBindings.Resource, Kind: "APIBinding"}
-}
 
 // BindingController resolves every APIBinding's spec.reference.export
 // ({cluster, name}; cluster defaults to the binding's own) to an APIExport,

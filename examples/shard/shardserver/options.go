@@ -7,6 +7,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/replication"
 )
 
 // DefaultSecurePort keeps a shard next to a standalone cache on 6443.
@@ -17,17 +18,20 @@ const DefaultSecurePort = 6444
 type Options struct {
 	Server *options.Options
 	Cache  *options.HostOptions
+	// UserRead marks the workspaces pushed into the user-read partition.
+	UserRead *replication.UserReadOptions
 }
 
 // CompletedOptions are options with defaults filled in.
 type CompletedOptions struct {
-	Server options.CompletedOptions
-	Cache  options.CompletedHostOptions
+	Server   options.CompletedOptions
+	Cache    options.CompletedHostOptions
+	UserRead *replication.UserReadOptions
 }
 
 // NewOptions returns a shard's defaults.
 func NewOptions() *Options {
-	o := &Options{Server: options.NewOptions(), Cache: options.NewHostOptions()}
+	o := &Options{Server: options.NewOptions(), Cache: options.NewHostOptions(), UserRead: replication.NewUserReadOptions()}
 	o.Server.RootDirectory = ".kcp-shard"
 	o.Server.SecureServing.BindPort = DefaultSecurePort
 	o.Server.Etcd.StorageConfig.Prefix = "/shard"
@@ -40,6 +44,7 @@ func NewOptions() *Options {
 func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	o.Server.AddFlags(fss)
 	o.Cache.AddFlags(fss)
+	o.UserRead.AddFlags(fss.FlagSet("User-read partition"))
 }
 
 // Complete fills in defaults.
@@ -55,10 +60,14 @@ func (o *Options) Complete() (CompletedOptions, error) {
 	if err != nil {
 		return CompletedOptions{}, err
 	}
-	return CompletedOptions{Server: server, Cache: cache}, nil
+	return CompletedOptions{Server: server, Cache: cache, UserRead: o.UserRead}, nil
 }
 
 // Validate reports every invalid setting.
 func (o CompletedOptions) Validate() error {
-	return utilerrors.NewAggregate(append(o.Server.Validate(), o.Cache.Validate()...))
+	errs := append(o.Server.Validate(), o.Cache.Validate()...)
+	if o.UserRead != nil {
+		errs = append(errs, o.UserRead.Validate()...)
+	}
+	return utilerrors.NewAggregate(errs)
 }

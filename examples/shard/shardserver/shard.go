@@ -40,7 +40,9 @@ func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 	if err != nil {
 		return nil, err
 	}
-	hostCfg.Extra.BootstrapCRDs = append(bootstrap.DefaultCRDs(), bootstrap.SchemalessCRD(apiBindingCRD()))
+	// The default CRDs hold every type the example uses, APIBindings (and
+	// the user-read types) included.
+	hostCfg.Extra.BootstrapCRDs = bootstrap.DefaultCRDs()
 
 	var mount *server.Mount
 	var mountedCfg *server.Config
@@ -80,11 +82,19 @@ func New(ctx context.Context, o CompletedOptions) (_ *Shard, err error) {
 		return nil, err
 	}
 	s.local = client.NewInformerFactory(localClient, kcpcache.Scope{Shard: shardName, Cluster: kcpcache.Wildcard}, 0)
-	if s.hook, err = hook.New(hook.Config{
+	hookCfg := hook.Config{
 		Shard:        shardName,
 		CacheConfig:  cacheConfig,
 		LocalSources: replication.FactorySources(s.local),
-	}); err != nil {
+	}
+	if o.UserRead != nil && o.UserRead.Enabled() {
+		var userRead replication.UserReadConfig
+		if err := o.UserRead.ApplyTo(&userRead); err != nil {
+			return nil, err
+		}
+		hookCfg.UserRead, hookCfg.UserReadTypes = userRead.Marking, userRead.Types
+	}
+	if s.hook, err = hook.New(hookCfg); err != nil {
 		return nil, err
 	}
 	if err := s.hook.Install(s.host.GenericAPIServer); err != nil {
