@@ -24,8 +24,6 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/fallback"
-	"github.com/kcp-cache/kcp-cache/cache/server"
-	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
 
@@ -238,10 +236,7 @@ const (
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	types := append(kcpcache.KcpTypes(), kcpcache.UserReadTypes()...)
-	c := cachetest.StartServer(t, cachetest.WithConfig(func(cfg *server.Config) {
-		cfg.Extra.BootstrapCRDs = bootstrap.CRDs(dedupe(types))
-	}))
+	c := cachetest.StartServer(t)
 	ctx := context.Background()
 	admin := c.Config()
 	for _, s := range world() {
@@ -298,16 +293,6 @@ func startEnv(t *testing.T) *env {
 }
 
 type pathKey struct{}
-
-func dedupe(types []kcpcache.Type) []kcpcache.Type {
-	var out []kcpcache.Type
-	for _, t := range types {
-		if !slices.ContainsFunc(out, func(o kcpcache.Type) bool { return o.Name() == t.Name() }) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
 
 // closedAddress is a loopback address nothing listens on.
 func closedAddress(t *testing.T) string {
