@@ -220,7 +220,7 @@ EOF
 # ---- the replicator beside the root shard ----------------------------------------------------
 log "starting the user-read replicator beside the root shard"
 "$OUT/bin/replicator" --shard-name=root \
-	--kubeconfig="$W/.kcp-0/admin.kubeconfig" --context=base \
+	--kubeconfig="$W/.kcp-0/admin.kubeconfig" \
 	--cache-kubeconfig="$W/.kcp-cache/cache.kubeconfig" \
 	--user-read-workspaces=root --user-read-workspace-types=root:organization \
 	>"$W/logs/replicator.log" 2>&1 &
