@@ -53,7 +53,9 @@ func New(cfg Config) (*Fallback, error) {
 	if cfg.Cache == nil {
 		return nil, errors.New("fallback: a cache config is required")
 	}
-	c, err := client.NewForConfig(cfg.Cache)
+	// Unthrottled: one request reads up to 14 lists; client-go's default
+	// rate limit would queue them behind each other.
+	c, err := client.NewForConfig(client.Unthrottled(cfg.Cache))
 	if err != nil {
 		return nil, fmt.Errorf("fallback: cache client: %w", err)
 	}

@@ -129,8 +129,16 @@ func (f *Fallback) freshness(ctx context.Context, t Target) (freshnessOf, error)
 	if beat.Spec.Epoch == "" {
 		return freshnessOf{}, fmt.Errorf("partition %s was never converged in full", partition)
 	}
-	if epoch, ok := f.client.Epochs().Current(); ok && epoch != beat.Spec.Epoch {
-		return freshnessOf{}, fmt.Errorf("partition %s was last converged in cache epoch %q, and the cache is in epoch %q now", partition, beat.Spec.Epoch, epoch)
+	// The epoch the partition must have converged in: that of the cache
+	// the shard pushes to. A mirror's copy of the heartbeat records it (the
+	// home's epoch when the copy was written); at the home itself, it is
+	// the answering cache's own.
+	want, known := f.client.Epochs().Current()
+	if home := hb.GetAnnotations()[kcpcache.AnnotationHomeEpoch]; home != "" {
+		want, known = home, true
+	}
+	if known && want != beat.Spec.Epoch {
+		return freshnessOf{}, fmt.Errorf("partition %s was last converged in cache epoch %q, and its cache is in epoch %q now", partition, beat.Spec.Epoch, want)
 	}
 	return freshnessOf{
 		age:       f.now().Sub(beat.Spec.RenewTime.Time).Round(time.Second),
