@@ -59,6 +59,14 @@ func forCache(q url.Values, verb string, gr schema.GroupResource) (url.Values, e
 		out.Set("continue", strings.TrimPrefix(v.continueToken, cacheVersionPrefix))
 	}
 	switch {
+	case v.resourceVersion == "" && verb != "watch":
+		// "The current state": the fallback has the shard's last pushed
+		// state, not the current one, so it reads the cache's copy as it
+		// is (resourceVersion 0) rather than ask the cache to confirm it
+		// with a home that may be lost with the shard; the Warning gives
+		// its age.
+		out.Set("resourceVersion", "0")
+		out.Del("resourceVersionMatch")
 	case unversioned(v.resourceVersion):
 	case fromCache(v.resourceVersion):
 		out.Set("resourceVersion", strings.TrimPrefix(v.resourceVersion, cacheVersionPrefix))

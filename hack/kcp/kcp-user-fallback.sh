@@ -281,13 +281,17 @@ USER_ROWS="$OUT/user-rows.txt"
 : >"$USER_ROWS"
 show() {
 	local phase=$1 t0 out rc
-	for cmd in "root get workspaces" "root:orga get workspaces" "root:orga get clusterrolebindings" "root:orga create namespace x-$phase"; do
+	local slug=${phase// /-}
+	for cmd in "root get workspaces" "root:orga get workspaces" "root:orga get clusterrolebindings" "root:orga create namespace x-$slug"; do
 		read -r path verb rest <<<"$cmd"
 		t0=$(date +%s.%N)
 		rc=0
 		out=$(kubectl --server="$FP/clusters/$path" --certificate-authority="$CA" \
 			--client-certificate="$OUT/ids/orga-admin.crt" --client-key="$OUT/ids/orga-admin.key" \
 			--request-timeout=20s $verb $rest -o name 2>&1) || rc=$?
+		kubectl --server="$FP/clusters/$path" --certificate-authority="$CA" -v=6 \
+			--client-certificate="$OUT/ids/orga-admin.crt" --client-key="$OUT/ids/orga-admin.key" \
+			--request-timeout=20s $verb $rest -o name >>"$OUT/kubectl-v6.log" 2>&1 || true
 		printf '[%s] kubectl %s (alice): exit %s in %.1f s\n%s\n\n' "$phase" "$cmd" "$rc" \
 			"$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')" "$(printf '%s' "$out" | head -8)" >>"$USER_ROWS"
 	done
