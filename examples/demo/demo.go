@@ -90,6 +90,9 @@ func (d *demo) run(ctx context.Context) error {
 		detail("shard %-5s authenticates as %s (client certificate in %s)", name, kcpcache.ShardUser(name), kubeconfigs[name])
 		s, err := run.StartShard(ctx, filepath.Join(d.root, name), name, func(o *shardserver.Options) {
 			o.Cache.CacheKubeconfig = kubeconfigs[name]
+			if name == "alpha" {
+				o.UserRead.Workspaces = []string{exportCluster}
+			}
 		})
 		d.shards[name] = s
 		if err != nil {
@@ -144,6 +147,12 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 
+	d.say("Marking alpha's workspace %q for users: alpha pushes its LogicalCluster and RBAC into its user-read partition %s", exportCluster, kcpcache.UserReadPartition("alpha"))
+	if err := d.prepareUserRead(ctx); err != nil {
+		return fmt.Errorf("user-read partition: %w", err)
+	}
+	detail("%s holds the workspace's RBAC, and its heartbeat says converged", kcpcache.UserReadPartition("alpha"))
+
 	d.say("Stopping shard alpha")
 	if err := d.shards["alpha"].Stop(); err != nil {
 		return fmt.Errorf("stopping shard alpha: %w", err)
@@ -156,6 +165,11 @@ func (d *demo) run(ctx context.Context) error {
 	d.say("The cache still serves alpha's copies")
 	if err := printCopies(ctx, everywhere); err != nil {
 		return err
+	}
+
+	d.say("A user reads alpha's workspace %q through kcp's read-only fallback: served from the cache with a Warning, decided as alpha's RBAC decides, writes refused", exportCluster)
+	if err := d.readAsUser(ctx); err != nil {
+		return fmt.Errorf("reading as a user: %w", err)
 	}
 
 	d.say("How fresh each shard's partition is: alpha's heartbeat ages, beta's is renewed")

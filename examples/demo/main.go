@@ -1,7 +1,9 @@
 // Command demo is the main job of kcp-cache in one process: it starts a
 // cache server on an embedded etcd and two shards that push into it, then
 // shows shard "beta" resolving an APIExport that lives on shard "alpha"
-// through the cache, and still resolving it after alpha is stopped. Last,
+// through the cache, and still resolving it after alpha is stopped, and a
+// user reading alpha's marked workspace through kcp's read-only fallback
+// (cache/fallback) while alpha is down. Last,
 // two regions: caches "east" and "west" that mirror each other, and what
 // west serves of east's partitions while east is lost and once it is back.
 //
