@@ -22,12 +22,12 @@ import (
 // non-resource path.
 func (f *Fallback) serveDiscovery(w http.ResponseWriter, r *http.Request, t Target, trail, lost string) {
 	if r.Method != http.MethodGet {
-		writeStatus(w, unavailable(fmt.Sprintf("%s; its workspaces are read-only from the cache until it returns", lost)))
+		writeStatus(w, refused(fmt.Sprintf("%s; its workspaces are read-only from the cache until it returns", lost)))
 		return
 	}
 	answer, ok := f.discovery(strings.TrimSuffix(trail, "/"))
 	if !ok {
-		writeStatus(w, unavailable(fmt.Sprintf("%s; %s is not served from the cache", lost, trail)))
+		writeStatus(w, refused(fmt.Sprintf("%s; %s is not served from the cache", lost, trail)))
 		return
 	}
 	user, _ := userFrom(r)

@@ -521,6 +521,11 @@ func TestFallbackServesReadOnlyWithItsOwnVersions(t *testing.T) {
 		if got.code != http.StatusServiceUnavailable || !strings.Contains(got.body, c.says) || !strings.Contains(got.body, "shard root does not answer") {
 			t.Errorf("%s %s: got %d %s, want 503 saying %q", c.method, c.path, got.code, got.body, c.says)
 		}
+		// Retrying does not change a refusal while the shard is lost:
+		// client-go would retry a 503 with Retry-After.
+		if ra := got.header.Get("Retry-After"); ra != "" {
+			t.Errorf("%s %s: the refusal carries Retry-After %q", c.method, c.path, ra)
+		}
 	}
 
 	// The shard's versions are not resumed in the cache's history: a watch
@@ -616,8 +621,8 @@ func TestFallbackRefusesWhatTheCacheCannotVouchFor(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/clusters/root:beta/apis/core.kcp.io/v1alpha1/logicalclusters/cluster", nil)
 	r = r.WithContext(request.WithUser(r.Context(), &user.DefaultInfo{Name: "admin", Groups: []string{"system:masters"}}))
 	fb.Serve(w, r, fallback.Target{Shard: unmarkedShard, Cluster: "betacluster"}, "/apis/core.kcp.io/v1alpha1/logicalclusters/cluster", fmt.Errorf("connection refused"))
-	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "no heartbeat") {
-		t.Errorf("no heartbeat: got %d %s, want 503 naming the missing heartbeat", w.Code, w.Body.String())
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "no heartbeat") || w.Header().Get("Retry-After") == "" {
+		t.Errorf("no heartbeat: got %d %s (Retry-After %q), want 503 naming the missing heartbeat, to be retried", w.Code, w.Body.String(), w.Header().Get("Retry-After"))
 	}
 	// A request that cannot be placed in a workspace is never served.
 	w = httptest.NewRecorder()

@@ -45,7 +45,7 @@ func (f *Fallback) Serve(w http.ResponseWriter, r *http.Request, t Target, trail
 	probe.URL = &url.URL{Path: trail, RawQuery: r.URL.RawQuery}
 	info, err := requestInfos.NewRequestInfo(probe)
 	if err != nil || t.Shard == "" || t.Cluster == "" || kcpcache.ValidateClusterName(t.Cluster) != nil {
-		writeStatus(w, unavailable(lost+"; the request cannot be placed in a workspace, so it is not served from the cache"))
+		writeStatus(w, refused(lost+"; the request cannot be placed in a workspace, so it is not served from the cache"))
 		return
 	}
 
@@ -56,15 +56,15 @@ func (f *Fallback) Serve(w http.ResponseWriter, r *http.Request, t Target, trail
 	gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
 	switch {
 	case !slices.Contains([]string{"get", "list", "watch"}, info.Verb):
-		writeStatus(w, unavailable(fmt.Sprintf("%s; its workspaces are read-only from the cache until it returns, so %s is refused", lost, info.Verb)))
+		writeStatus(w, refused(fmt.Sprintf("%s; its workspaces are read-only from the cache until it returns, so %s is refused", lost, info.Verb)))
 		return
 	case info.Subresource != "":
-		writeStatus(w, unavailable(fmt.Sprintf("%s; subresource %s of %s is not replicated to the cache", lost, info.Subresource, gr)))
+		writeStatus(w, refused(fmt.Sprintf("%s; subresource %s of %s is not replicated to the cache", lost, info.Subresource, gr)))
 		return
 	}
 	typ, ok := f.types[gr]
 	if !ok || !slices.Contains(typ.Versions, info.APIVersion) {
-		writeStatus(w, unavailable(fmt.Sprintf("%s; %s is not replicated to the cache", lost, gr.WithVersion(info.APIVersion))))
+		writeStatus(w, refused(fmt.Sprintf("%s; %s is not replicated to the cache", lost, gr.WithVersion(info.APIVersion))))
 		return
 	}
 
@@ -257,7 +257,18 @@ func userName(u interface{ GetName() string }) string {
 	return u.GetName()
 }
 
+// unavailable is a 503 worth retrying soon: the cache could not answer, or
+// could not vouch for the partition.
 func unavailable(msg string) error {
+	err := refused(msg)
+	err.ErrStatus.Details.RetryAfterSeconds = 5
+	return err
+}
+
+// refused is a 503 that retrying does not change while the shard is lost: a
+// write, a type or path the cache does not hold. It carries no Retry-After,
+// so that clients (client-go retries a 503 that has one) show it at once.
+func refused(msg string) *apierrors.StatusError {
 	err := apierrors.NewServiceUnavailable(msg)
 	err.ErrStatus.Details = &metav1.StatusDetails{Causes: []metav1.StatusCause{{Type: ReasonFallback, Message: "served by the kcp cache's read-only fallback"}}}
 	return err
@@ -277,8 +288,8 @@ func writeStatus(w http.ResponseWriter, err error) {
 	st.Kind, st.APIVersion = "Status", "v1"
 	body, _ := json.Marshal(st)
 	w.Header().Set("Content-Type", "application/json")
-	if st.Code == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "5")
+	if st.Details != nil && st.Details.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(st.Details.RetryAfterSeconds)))
 	}
 	w.WriteHeader(int(st.Code))
 	_, _ = w.Write(body)
