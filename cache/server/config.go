@@ -79,8 +79,9 @@ type ExtraConfig struct {
 type HierarchyConfig struct {
 	// CacheName is this cache's name (--cache-name); empty without peers.
 	CacheName string
-	// Peers are the caches whose home partitions this cache mirrors.
-	Peers []mirror.Peer
+	// Peers are the caches whose home partitions this cache mirrors, each
+	// with its one client (mirror.NewPeer).
+	Peers []*mirror.Peer
 	// FreshnessWait bounds a consistent read's wait for the mirror.
 	FreshnessWait time.Duration
 	// AdoptShards are shards whose home moves to this cache.

@@ -2,13 +2,9 @@ package mirror
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,42 +59,16 @@ func (e *NotFresh) Error() string {
 }
 
 // askRevision asks the peer for its revision of shard's data of gr.
-func (p *peer) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
+func (p *source) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
 	q := url.Values{"shard": {shard}, "resource": {gr.String()}}
 	var ans kcpcache.HomeRevisionAnswer
-	if err := getPeerJSON(ctx, p.http, p.revisionURL+"?"+q.Encode(), 1<<16, "the revision answer", &ans); err != nil {
+	if err := p.GetJSON(ctx, kcpcache.RevisionPath, q, 1<<16, "the revision answer", &ans); err != nil {
 		return kcpcache.HomeRevisionAnswer{}, err
 	}
-	if ans.Cache != p.name {
-		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.name, ans.Cache)
+	if ans.Cache != p.Name {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.Name, ans.Cache)
 	}
 	return ans, nil
-}
-
-// getPeerJSON GETs u from a peer and decodes its JSON answer into out,
-// reading at most limit bytes; what names the answer in errors. A status
-// other than 200 is an error carrying the peer's message.
-func getPeerJSON(ctx context.Context, hc *http.Client, u string, limit int64, what string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("decoding %s: %w", what, err)
-	}
-	return nil
 }
 
 // homesOf returns the peers a read of shard must be confirmed with: its
@@ -108,7 +78,7 @@ func getPeerJSON(ctx context.Context, hc *http.Client, u string, limit int64, wh
 // in conflict, or homed at a cache that is neither this one nor a peer (a
 // chain: this cache holds no copy it could vouch for; relaying is not
 // built).
-func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
+func (m *Mirror) homesOf(shard string) ([]*source, []*NotFresh) {
 	var refused []*NotFresh
 	refuse := func(c kcpcache.HomeClaim, conflict string) bool {
 		switch {
@@ -127,7 +97,7 @@ func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
 				return nil, refused
 			}
 			if p, ok := m.peers[c.Home]; ok {
-				return []*peer{p}, nil
+				return []*source{p}, nil
 			}
 			return nil, nil
 		}
@@ -137,11 +107,11 @@ func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
 			refuse(c, conflicts[c.Shard])
 		}
 	}
-	out := make([]*peer, 0, len(m.peers))
+	out := make([]*source, 0, len(m.peers))
 	for _, p := range m.peers {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, refused
 }
 
@@ -191,7 +161,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 			} else {
 				entries = append(entries, entry)
 			}
-			freshnessChecks.WithLabelValues(p.name, result).Inc()
+			freshnessChecks.WithLabelValues(p.Name, result).Inc()
 		})
 	}
 	wg.Wait()
@@ -203,7 +173,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 // is p. A resource served without identity (a CachedResource's
 // publication) reads every identity's objects at once, so each of those
 // types is confirmed; the answer reflects the last change of any of them.
-func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
+func (m *Mirror) confirmWith(ctx context.Context, p *source, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
 	covered := p.streamsFor(gr)
 	if len(covered) == 0 {
 		// A type this cache started serving since Run last looked (every
@@ -213,7 +183,7 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 	if len(covered) == 0 {
 		covered = []coveredStream{{gr: gr}}
 	}
-	entry := kcpcache.HomeRevision{Home: p.name}
+	entry := kcpcache.HomeRevision{Home: p.Name}
 	for _, c := range covered {
 		e, nf := m.confirmType(ctx, p, shard, c.gr, c.s)
 		if nf != nil {
@@ -223,7 +193,7 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 		if entry.Epoch != "" && e.Epoch != entry.Epoch {
 			// The home changed epoch between two of the asks; neither
 			// revision may be compared with the other.
-			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: p.name, Shard: shard, Resource: gr}
+			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: p.Name, Shard: shard, Resource: gr}
 		}
 		entry.Epoch, entry.Revision = e.Epoch, max(entry.Revision, e.Revision)
 	}
@@ -232,8 +202,8 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 
 // confirmType confirms shard's data of gr, one stored type, whose stream
 // at p is s (nil: none).
-func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
-	nf := &NotFresh{Home: p.name, Shard: shard, Resource: gr}
+func (m *Mirror) confirmType(ctx context.Context, p *source, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
+	nf := &NotFresh{Home: p.Name, Shard: shard, Resource: gr}
 	if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) {
 		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
@@ -280,7 +250,7 @@ func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr sche
 		// shard's answer says nothing of the others.
 		s.confirmAt(asked)
 	}
-	return kcpcache.HomeRevision{Home: p.name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
+	return kcpcache.HomeRevision{Home: p.Name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
 }
 
 // Stale returns, for a read of shard's data of gr that is served without a
@@ -298,7 +268,7 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			// identity's copy, and no revision (no one revision says
 			// what every identity's copy includes).
 			if age, ok := oldestAge(covered); ok {
-				ages[p.name] = age
+				ages[p.Name] = age
 			}
 			continue
 		}
@@ -310,7 +280,7 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 		if at.IsZero() {
 			continue
 		}
-		ages[p.name] = time.Since(at)
+		ages[p.Name] = time.Since(at)
 		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() || s.isMixed() {
 			// A held copy is older than what the stream has seen of the
 			// home's new epoch, and a mixed one (being relisted, or a
@@ -318,7 +288,7 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			// home: no revision of either would be true.
 			continue
 		}
-		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})
+		entries = append(entries, kcpcache.HomeRevision{Home: p.Name, Epoch: epoch, Revision: s.lastChange(shard)})
 	}
 	return entries, ages
 }

@@ -14,11 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
-	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 )
 
@@ -74,7 +72,7 @@ type HomesConfig struct {
 	CacheName string
 	Epoch     func() string
 	// Peers are asked for their tables.
-	Peers []Peer
+	Peers []*Peer
 	// Store persists the claims; nil keeps them in memory only.
 	Store ClaimStore
 	// FreshnessWait (--freshness-wait) bounds asking the peers before a
@@ -96,17 +94,10 @@ type record struct {
 	Adopted map[string]int64 `json:"adopted,omitempty"`
 }
 
-// tablePeer is a peer whose table is read.
-type tablePeer struct {
-	name string
-	http *http.Client
-	url  string
-}
-
 // Homes is a cache's table of home claims.
 type Homes struct {
 	cfg   HomesConfig
-	peers []*tablePeer
+	peers []*Peer
 
 	mu        sync.Mutex
 	claims    map[string]kcpcache.HomeClaim
@@ -138,14 +129,8 @@ func NewHomes(cfg HomesConfig) (*Homes, error) {
 	}
 	h := &Homes{cfg: cfg, claims: map[string]kcpcache.HomeClaim{}, conflicts: map[string]string{},
 		adopted: map[string]int64{}, claiming: map[string]bool{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
-	for _, p := range cfg.Peers {
-		hc, err := rest.HTTPClientFor(client.Unthrottled(p.Config))
-		if err != nil {
-			return nil, fmt.Errorf("peer %q: %w", p.Name, err)
-		}
-		h.peers = append(h.peers, &tablePeer{name: p.Name, http: hc, url: kcpcache.JoinHostPath(p.Config.Host, kcpcache.HomesPath)})
-	}
-	sort.Slice(h.peers, func(i, j int) bool { return h.peers[i].name < h.peers[j].name })
+	h.peers = append(h.peers, cfg.Peers...)
+	sort.Slice(h.peers, func(i, j int) bool { return h.peers[i].Name < h.peers[j].Name })
 	return h, nil
 }
 
@@ -355,18 +340,18 @@ func (h *Homes) merge(ctx context.Context, from string, claims []kcpcache.HomeCl
 	return changed
 }
 
-// ask reads the peer's table (of shard, or every shard with "").
-func (p *tablePeer) ask(ctx context.Context, shard string) (kcpcache.HomesAnswer, error) {
-	u := p.url
+// askTable reads p's table (of shard, or every shard with "").
+func askTable(ctx context.Context, p *Peer, shard string) (kcpcache.HomesAnswer, error) {
+	var query url.Values
 	if shard != "" {
-		u += "?" + url.Values{"shard": {shard}}.Encode()
+		query = url.Values{"shard": {shard}}
 	}
 	var ans kcpcache.HomesAnswer
-	if err := getPeerJSON(ctx, p.http, u, 16<<20, "the homes table", &ans); err != nil {
+	if err := p.GetJSON(ctx, kcpcache.HomesPath, query, 16<<20, "the homes table", &ans); err != nil {
 		return kcpcache.HomesAnswer{}, err
 	}
-	if ans.Cache != p.name {
-		return kcpcache.HomesAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.name, ans.Cache)
+	if ans.Cache != p.Name {
+		return kcpcache.HomesAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.Name, ans.Cache)
 	}
 	return ans, nil
 }
@@ -382,21 +367,21 @@ func (h *Homes) askPeers(ctx context.Context, shard, only string) (failed map[st
 	)
 	failed = map[string]error{}
 	for _, p := range h.peers {
-		if only != "" && p.name != only {
+		if only != "" && p.Name != only {
 			continue
 		}
 		wg.Go(func() {
-			ans, err := p.ask(ctx, shard)
+			ans, err := askTable(ctx, p, shard)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				failed[p.name] = err
+				failed[p.Name] = err
 				return
 			}
-			h.merge(ctx, p.name, ans.Claims)
+			h.merge(ctx, p.Name, ans.Claims)
 			for _, s := range ans.Claiming {
 				if shard != "" && s == shard {
-					claiming = append(claiming, p.name)
+					claiming = append(claiming, p.Name)
 				}
 			}
 		})

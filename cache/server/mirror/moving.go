@@ -43,7 +43,7 @@ import (
 
 // requestRelist makes every stream of the peer list again, and counts none
 // of them current until it has.
-func (p *peer) requestRelist() {
+func (p *source) requestRelist() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.listRequests++
@@ -56,7 +56,7 @@ func (p *peer) requestRelist() {
 
 // relistChan is closed at the next requestRelist; it also returns the list
 // requests made so far.
-func (p *peer) relistChan() (<-chan struct{}, int64) {
+func (p *source) relistChan() (<-chan struct{}, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.relist, p.listRequests
