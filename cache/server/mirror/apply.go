@@ -92,12 +92,12 @@ type localCopy struct {
 // converge makes the copies of this type whose home is the peer exactly the
 // peer's home objects in the list that starts with first (more fetches the
 // next page of a continue token). Only the shards whose claim the peer
-// holds are taken (homes.go): the peer's whole table is learnt first, and a
+// holds are taken (package homes): the peer's whole table is learnt first, and a
 // shard met later whose claim is still unknown is asked of the peer, so
 // that nothing the peer holds as home is skipped silently.
 func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredList, more func(ctx context.Context, continueToken string) (*unstructured.UnstructuredList, error)) error {
-	if failed, _ := s.m.homes.askPeers(ctx, "", s.peer.Name); failed[s.peer.Name] != nil {
-		return fmt.Errorf("reading the homes table of peer %q: %w", s.peer.Name, failed[s.peer.Name])
+	if err := s.m.homes.AskPeer(ctx, s.peer.Name, ""); err != nil {
+		return fmt.Errorf("reading the homes table of peer %q: %w", s.peer.Name, err)
 	}
 	have, err := s.localCopies(ctx)
 	if err != nil {
@@ -111,7 +111,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			if !inPartition(u) {
 				continue
 			}
-			if err := s.m.homes.learnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
+			if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
 				return err
 			}
 			if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
@@ -217,7 +217,7 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	if s.peer.holds.isHeld(k.shard) || !inPartition(u) {
 		return nil
 	}
-	if err := s.m.homes.learnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
+	if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
 		return err
 	}
 	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
@@ -278,8 +278,8 @@ func (s *stream) stillPeersShard(ctx context.Context, u *unstructured.Unstructur
 	if home, ok := s.m.homeOf(shard); !ok || home != s.peer.Name {
 		return false, nil
 	}
-	if failed, _ := s.m.homes.askPeers(ctx, shard, s.peer.Name); failed[s.peer.Name] != nil {
-		return false, fmt.Errorf("asking peer %q for the home of shard %q: %w", s.peer.Name, shard, failed[s.peer.Name])
+	if err := s.m.homes.AskPeer(ctx, s.peer.Name, shard); err != nil {
+		return false, fmt.Errorf("asking peer %q for the home of shard %q: %w", s.peer.Name, shard, err)
 	}
 	home, ok := s.m.homeOf(shard)
 	return ok && home == s.peer.Name, nil

@@ -12,16 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 )
 
 // The reasons a consistent read of mirrored data is refused, in the causes
-// of its 503 Status.
+// of its 503 Status, besides homes.ReasonHomeUnreachable (the home did not
+// say its revision in time), homes.ReasonHomeConflict and
+// ReasonHomeRestored (restored.go).
 const (
-	// ReasonHomeUnreachable: the home did not say its revision in time.
-	ReasonHomeUnreachable = "HomeUnreachable"
 	// ReasonMirrorBehind: the home answered, but the mirror did not reach
 	// its revision in time (or has not listed the type from it yet).
 	ReasonMirrorBehind = "MirrorBehind"
+	// ReasonHomeNotPeered: the shard's home is neither this cache nor one
+	// of its peers; this cache holds no copy it could vouch for.
+	ReasonHomeNotPeered = "HomeNotPeered"
 )
 
 // NotFresh is why one home's part of a consistent read cannot be confirmed.
@@ -44,11 +48,11 @@ func (e *NotFresh) Error() string {
 	switch e.Reason {
 	case ReasonHomeRestored:
 		return fmt.Sprintf("%s: the home cache %q changed epoch (restored or lost its data); the copy here is held until the shard converges there again", what, e.Home)
-	case ReasonHomeConflict:
+	case homes.ReasonHomeConflict:
 		return fmt.Sprintf("%s: two home claims of the same generation: %v; resolve with --adopt-shard at the cache that should be its home", what, e.Err)
 	case ReasonHomeNotPeered:
 		return fmt.Sprintf("%s: its home is the cache %q, which is not a peer of this cache: this cache holds no copy it can vouch for (peer every cache with every home it should serve)", what, e.Home)
-	case ReasonHomeUnreachable:
+	case homes.ReasonHomeUnreachable:
 		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
 	default:
 		if e.Want == 0 && e.Have == 0 {
@@ -83,7 +87,7 @@ func (m *Mirror) homesOf(shard string) ([]*source, []*NotFresh) {
 	refuse := func(c kcpcache.HomeClaim, conflict string) bool {
 		switch {
 		case conflict != "":
-			refused = append(refused, &NotFresh{Reason: ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
+			refused = append(refused, &NotFresh{Reason: homes.ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
 			return true
 		case c.Home != m.cfg.CacheName && m.peers[c.Home] == nil:
 			refused = append(refused, &NotFresh{Reason: ReasonHomeNotPeered, Home: c.Home, Shard: c.Shard})
@@ -102,7 +106,7 @@ func (m *Mirror) homesOf(shard string) ([]*source, []*NotFresh) {
 			return nil, nil
 		}
 	} else {
-		claims, conflicts := m.homes.known()
+		claims, conflicts := m.homes.Known()
 		for _, c := range claims {
 			refuse(c, conflicts[c.Shard])
 		}
@@ -129,7 +133,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 		if shard == kcpcache.Wildcard {
 			q = ""
 		}
-		m.homes.askPeers(ctx, q, "")
+		m.homes.AskPeers(ctx, q)
 	}
 	homes, refused := m.homesOf(shard)
 	if len(refused) > 0 {
@@ -211,7 +215,7 @@ func (m *Mirror) confirmType(ctx context.Context, p *source, shard string, gr sc
 	asked := time.Now()
 	ans, err := p.askRevision(ctx, shard, gr)
 	if err != nil {
-		nf.Reason, nf.Err = ReasonHomeUnreachable, err
+		nf.Reason, nf.Err = homes.ReasonHomeUnreachable, err
 		// The peer may have given the shard up (homerevision.Handler):
 		// read the tables now rather than at the next poll.
 		m.homes.RequestPoll()

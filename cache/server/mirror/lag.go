@@ -37,7 +37,7 @@ func (p *source) reportLag(ctx context.Context, m *Mirror) {
 		klog.FromContext(ctx).V(2).Info("Could not read a peer's revisions for the lag", "peer", p.Name, "err", err)
 		return
 	}
-	claims, _ := m.homes.known()
+	claims, _ := m.homes.Known()
 	homed := map[string]bool{}
 	for _, c := range claims {
 		if c.Home == p.Name {

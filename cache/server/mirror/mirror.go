@@ -16,6 +16,7 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 )
 
 // defaultTypeInterval is how often the mirror looks for types this cache
@@ -27,7 +28,7 @@ type Config struct {
 	// CacheName is this cache's name (--cache-name).
 	CacheName string
 	// Peers are the caches whose home partitions are mirrored here.
-	Peers []*Peer
+	Peers []*homes.Peer
 	// Local reaches this cache as system:masters (the loopback client): the
 	// mirror writes its copies there, in the partitions they belong to.
 	Local *rest.Config
@@ -42,7 +43,7 @@ type Config struct {
 	TypeInterval time.Duration
 	// Homes is the cache's table of home claims: a peer's objects of a
 	// shard are mirrored only when the peer holds the shard's claim.
-	Homes *Homes
+	Homes *homes.Table
 }
 
 // Mirror pulls the partitions whose home is a peer, and knows how fresh its
@@ -51,7 +52,7 @@ type Mirror struct {
 	cfg   Config
 	local *client.ClusterClient
 	peers map[string]*source
-	homes *Homes
+	homes *homes.Table
 
 	// stateVersion counts the changes of every stream's state (what the
 	// home-revision header is made from); localRev caches a local
@@ -73,7 +74,7 @@ type Mirror struct {
 // mirror keeps of it (its streams, the partitions held after its epoch
 // changed, its lag series, its requests to list again).
 type source struct {
-	*Peer
+	*homes.Peer
 
 	mu      sync.Mutex
 	streams map[schema.GroupResource]*stream
@@ -134,9 +135,7 @@ func New(cfg Config) (*Mirror, error) {
 		heldPartitions.WithLabelValues(name).Set(0)
 		streamRestarts.WithLabelValues(name)
 	}
-	m.homes.mu.Lock()
-	m.homes.onChange = m.homeChanged
-	m.homes.mu.Unlock()
+	m.homes.OnHomeChange(m.homeChanged)
 	return m, nil
 }
 

@@ -117,7 +117,7 @@ func (h *holds) hold(ctx context.Context, peer, epoch string, shards []string) {
 // shards, after the peer was found answering in epoch while copies here
 // came from another.
 func (p *source) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...string) {
-	claims, _ := m.homes.known()
+	claims, _ := m.homes.Known()
 	for _, c := range claims {
 		if c.Home == p.Name {
 			shards = append(shards, c.Shard)
