@@ -47,6 +47,45 @@ func NewForConfigWithPaths(cfg *rest.Config, paths PathFunc) (*ClusterClient, er
 // WrapTransport is kept, so a config from NewConfig still honours WithShard
 // and WithCluster, which then take precedence over Cluster's arguments.
 func NewForConfig(cfg *rest.Config) (*ClusterClient, error) {
+	config, err := clusterConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	epochs := newEpochs()
+	withEpochs := rest.CopyConfig(config)
+	withEpochs.Wrap(func(rt http.RoundTripper) http.RoundTripper { return epochRoundTripper{delegate: rt, epochs: epochs} })
+	httpClient, err := rest.HTTPClientFor(withEpochs)
+	if err != nil {
+		return nil, fmt.Errorf("building HTTP client: %w", err)
+	}
+	return &ClusterClient{config: config, httpClient: httpClient, epochs: epochs}, nil
+}
+
+// NewForConfigAndClient is NewForConfig with the caller's HTTP client,
+// built from cfg (rest.HTTPClientFor): every request of the ClusterClient
+// goes through its transport, so a caller that sends requests of its own to
+// the same server holds one client and one connection pool for both. The
+// epoch of each response to the ClusterClient's requests is recorded
+// around that transport (Epochs); the caller's own requests are not
+// counted.
+func NewForConfigAndClient(cfg *rest.Config, httpClient *http.Client) (*ClusterClient, error) {
+	config, err := clusterConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	epochs := newEpochs()
+	delegate := httpClient.Transport
+	if delegate == nil {
+		delegate = http.DefaultTransport
+	}
+	withEpochs := *httpClient
+	withEpochs.Transport = epochRoundTripper{delegate: delegate, epochs: epochs}
+	return &ClusterClient{config: config, httpClient: &withEpochs, epochs: epochs}, nil
+}
+
+// clusterConfig is cfg as a ClusterClient sends with it: JSON, and one rate
+// limiter for every scope.
+func clusterConfig(cfg *rest.Config) (*rest.Config, error) {
 	config := rest.CopyConfig(cfg)
 	config.ContentType = runtime.ContentTypeJSON
 	config.AcceptContentTypes = runtime.ContentTypeJSON
@@ -66,14 +105,7 @@ func NewForConfig(cfg *rest.Config) (*ClusterClient, error) {
 	if _, _, err := rest.DefaultServerUrlFor(config); err != nil {
 		return nil, fmt.Errorf("server URL of config: %w", err)
 	}
-	epochs := newEpochs()
-	withEpochs := rest.CopyConfig(config)
-	withEpochs.Wrap(func(rt http.RoundTripper) http.RoundTripper { return epochRoundTripper{delegate: rt, epochs: epochs} })
-	httpClient, err := rest.HTTPClientFor(withEpochs)
-	if err != nil {
-		return nil, fmt.Errorf("building HTTP client: %w", err)
-	}
-	return &ClusterClient{config: config, httpClient: httpClient, epochs: epochs}, nil
+	return config, nil
 }
 
 // Epochs reports the cache epoch the server announces on the client's

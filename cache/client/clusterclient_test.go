@@ -4,6 +4,9 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -115,5 +118,45 @@ func TestClusterClientWithPaths(t *testing.T) {
 	}
 	if _, err := cc.Cluster("amber", "root:org").Resource(thingsGVR).List(ctx, listOptions()); err == nil {
 		t.Error("an invalid cluster must fail before any request")
+	}
+}
+
+// A ClusterClient on the caller's HTTP client sends through its transport,
+// and records the epochs of its own responses only.
+func TestClusterClientOnTheCallersClient(t *testing.T) {
+	epoch := "one"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(kcpcache.EpochHeader, epoch)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"apiVersion":"g/v1","kind":"ThingList","metadata":{"resourceVersion":"1"},"items":[]}`))
+	}))
+	defer srv.Close()
+	var sent []string
+	hc := &http.Client{Transport: roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		sent = append(sent, r.URL.Path)
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	cc, err := client.NewForConfigAndClient(&rest.Config{Host: srv.URL}, hc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cc.Cluster("*", "*").Resource(thingsGVR).List(context.Background(), listOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := cc.Epochs().Current(); e != "one" {
+		t.Errorf("epoch after the client's list %q, want one", e)
+	}
+	epoch = "two"
+	resp, err := hc.Get(srv.URL + "/own")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if e, _ := cc.Epochs().Current(); e != "one" {
+		t.Errorf("epoch after the caller's own request %q, want one (not counted)", e)
+	}
+	want := []string{"/services/cache/shards/*/clusters/*/apis/g/v1/things", "/own"}
+	if strings.Join(sent, " ") != strings.Join(want, " ") {
+		t.Errorf("through the caller's transport: %v, want %v", sent, want)
 	}
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
-	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
@@ -289,7 +289,8 @@ func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptio
 }
 
 // applyHierarchy translates the hierarchy options: it loads each peer's
-// kubeconfig (the options only name the files). A peer's configuration
+// kubeconfig (the options only name the files) and builds the peer's one
+// client (homes.NewPeer). A peer's configuration
 // follows its kubeconfig's credentials while the server runs
 // (reload.Kubeconfig): the loops that keep them current are added to
 // derived's reloads. The set of peers and their addresses are fixed until
@@ -305,7 +306,11 @@ func applyHierarchy(o *options.HierarchyOptions, derived *derivedConfig) (Hierar
 		if err != nil {
 			return HierarchyConfig{}, fmt.Errorf("peer %q: %w", src.Name, err)
 		}
-		out.Peers = append(out.Peers, mirror.Peer{Name: src.Name, Config: cfg})
+		peer, err := homes.NewPeer(src.Name, cfg)
+		if err != nil {
+			return HierarchyConfig{}, err
+		}
+		out.Peers = append(out.Peers, peer)
 		derived.reloads = append(derived.reloads, watcher.Run)
 	}
 	return out, nil

@@ -20,7 +20,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
-	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
 
@@ -79,8 +79,9 @@ type ExtraConfig struct {
 type HierarchyConfig struct {
 	// CacheName is this cache's name (--cache-name); empty without peers.
 	CacheName string
-	// Peers are the caches whose home partitions this cache mirrors.
-	Peers []mirror.Peer
+	// Peers are the caches whose home partitions this cache mirrors, each
+	// with its one client (homes.NewPeer).
+	Peers []*homes.Peer
 	// FreshnessWait bounds a consistent read's wait for the mirror.
 	FreshnessWait time.Duration
 	// AdoptShards are shards whose home moves to this cache.

@@ -40,8 +40,10 @@
 //   - kubeconfig.go: the admin client configuration and kubeconfig;
 //   - etcd.go: the one etcd client of the server's own work, the embedded
 //     member's identity and its end, the epoch;
-//   - hierarchy.go: the cache's place in a hierarchy (its peers' mirror, its
-//     table of home claims, the home revision tracker and its paths);
+//   - hierarchy.go: the cache's place in a hierarchy, wired from packages
+//     homes and mirror: its table of home claims and where it persists
+//     them, its peers' mirror, the loop that runs both, the home revision
+//     tracker's paths;
 //   - backup.go: the online backup's path;
 //   - apiextensions_upstream.go / apiextensions_kcp.go: apiextensions'
 //     ExtraConfig and CRD informer for upstream and (build tag kcp) for kcp's
@@ -49,6 +51,9 @@
 //
 // What the server is made of lives in the subpackages: bootstrap (declared
 // types), epoch, authentication, authorization, filters, partition,
-// dataplane, opaque, discovery, removal, shardmetrics, embeddedetcd, mirror,
-// homerevision; its tests in integration, through the fixture cachetest.
+// dataplane, opaque, discovery, removal, shardmetrics, embeddedetcd, homes
+// (every named cache's table of home claims and the admission of writes by
+// it), mirror (a cache with peers: copies of their partitions, by the
+// claims), homerevision; its tests in integration, through the fixture
+// cachetest.
 package server

@@ -11,6 +11,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/filters"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
@@ -26,7 +27,7 @@ type handlerChain struct {
 	// mirror and cacheName place the cache in a hierarchy; nil and "" for
 	// a cache on its own.
 	mirror    *mirror.Mirror
-	homes     *mirror.Homes
+	homes     *homes.Table
 	cacheName string
 	// storageRevision reads the local etcd's revision (header.go of the
 	// mirror); nil without an etcd client.
@@ -58,7 +59,8 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
 	chain = filters.WithMemoryGuard(chain, h.memoryFull, filters.LiveHeap, apiextensionsapiserver.Codecs)
 	if h.homes != nil {
-		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{CacheName: h.cacheName, Epoch: h.epoch, PartitionRevisions: h.homeRevisions, Homes: h.homes, StorageRevision: h.storageRevision, Codecs: apiextensionsapiserver.Codecs})
+		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{CacheName: h.cacheName, Epoch: h.epoch, PartitionRevisions: h.homeRevisions, StorageRevision: h.storageRevision, Codecs: apiextensionsapiserver.Codecs})
+		chain = homes.WithWriteAdmission(chain, h.homes, apiextensionsapiserver.Codecs)
 	}
 	chain = h.plane.WithRequestMetrics(chain)
 	chain = genericapiserver.DefaultBuildHandlerChain(chain, gc)

@@ -14,6 +14,7 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/dataplane"
 	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
 
@@ -23,7 +24,7 @@ const MirrorHookName = "kcp-cache-mirror"
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
 // pass the same storage, admission and watch cache as every other write.
-func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, plane *dataplane.Registry) (*mirror.Mirror, error) {
+func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry) (*mirror.Mirror, error) {
 	if len(c.Peers) == 0 {
 		return nil, nil
 	}
@@ -32,7 +33,7 @@ func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, pl
 		Peers:         c.Peers,
 		Local:         loopback,
 		FreshnessWait: c.FreshnessWait,
-		Homes:         homes,
+		Homes:         claims,
 		Resources: func() []schema.GroupVersionResource {
 			var out []schema.GroupVersionResource
 			for _, r := range plane.Resources() {
@@ -49,15 +50,15 @@ func newMirror(c HierarchyConfig, homes *mirror.Homes, loopback *rest.Config, pl
 // newHomes builds and loads the table of home claims of a named cache; nil
 // for a cache without a name (it is in no hierarchy). The claims persist in
 // the cache's etcd, next to its epoch marker, so that a restart keeps them.
-func newHomes(ctx context.Context, c HierarchyConfig, etcdClient *clientv3.Client, prefix string, epoch func() string) (*mirror.Homes, error) {
+func newHomes(ctx context.Context, c HierarchyConfig, etcdClient *clientv3.Client, prefix string, epoch func() string) (*homes.Table, error) {
 	if c.CacheName == "" {
 		return nil, nil
 	}
-	cfg := mirror.HomesConfig{CacheName: c.CacheName, Epoch: epoch, Peers: c.Peers, FreshnessWait: c.FreshnessWait, Adopt: c.AdoptShards}
+	cfg := homes.Config{CacheName: c.CacheName, Epoch: epoch, Peers: c.Peers, FreshnessWait: c.FreshnessWait, Adopt: c.AdoptShards}
 	if etcdClient != nil {
-		cfg.Store = etcdClaimStore{client: etcdClient, key: mirror.HomesKey(prefix)}
+		cfg.Store = etcdClaimStore{client: etcdClient, key: homes.StorageKey(prefix)}
 	}
-	h, err := mirror.NewHomes(cfg)
+	h, err := homes.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func storageRevision(etcdClient *clientv3.Client, prefix string) mirror.StorageR
 	if etcdClient == nil {
 		return nil
 	}
-	key := mirror.HomesKey(prefix)
+	key := homes.StorageKey(prefix)
 	return func(ctx context.Context) (int64, error) {
 		resp, err := etcdClient.Get(ctx, key, clientv3.WithCountOnly())
 		if err != nil {

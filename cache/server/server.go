@@ -20,6 +20,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 	"github.com/kcp-cache/kcp-cache/cache/server/profiler"
@@ -54,7 +55,7 @@ type Server struct {
 	mirror *mirror.Mirror
 	// homes is the table of home claims of a named cache; nil without a
 	// name.
-	homes       *mirror.Homes
+	homes       *homes.Table
 	adminConfig *rest.Config
 	// hostShardConfig reaches a mounted cache as the host's shard.
 	hostShardConfig *rest.Config

@@ -21,7 +21,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
-	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/examples/internal/run"
 	"github.com/kcp-cache/kcp-cache/examples/shard/shardserver"
 )
@@ -201,7 +201,7 @@ func (d *demo) runRegions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := refused.expectRefused(mirror.ReasonHomeUnreachable, "east"); err != nil {
+	if err := refused.expectRefused(homes.ReasonHomeUnreachable, "east"); err != nil {
 		return fmt.Errorf("consistent read of shard %s at west with east lost: %w", regionShard, err)
 	}
 	cause := refused.status.Details.Causes[0]

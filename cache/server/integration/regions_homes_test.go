@@ -21,6 +21,7 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
 
@@ -189,9 +190,9 @@ func TestRegionsWriteWhileCut(t *testing.T) {
 	_, err = b.shard(t, "s-a").Create(ctx, apiExport("stray", nil), metav1.CreateOptions{})
 	wantStatus(t, "s-a writing at b, cut from its home", err, http.StatusForbidden, "", "")
 	_, err = b.shard(t, "s-new").Create(ctx, apiExport("one", nil), metav1.CreateOptions{})
-	wantStatus(t, "a new shard writing at b, cut from a", err, http.StatusServiceUnavailable, mirror.ReasonHomeUnreachable, "a")
+	wantStatus(t, "a new shard writing at b, cut from a", err, http.StatusServiceUnavailable, homes.ReasonHomeUnreachable, "a")
 	_, err = a.shard(t, "s-new").Create(ctx, apiExport("one", nil), metav1.CreateOptions{})
-	wantStatus(t, "a new shard writing at a, cut from b", err, http.StatusServiceUnavailable, mirror.ReasonHomeUnreachable, "b")
+	wantStatus(t, "a new shard writing at a, cut from b", err, http.StatusServiceUnavailable, homes.ReasonHomeUnreachable, "b")
 	waitItems(t, a, "s-a", n, "")
 
 	aToB.Restore()
@@ -294,7 +295,7 @@ func TestRegionsHomeConflictKeepsBothSides(t *testing.T) {
 			return nil
 		})
 		_, err := r.shard(t, "s-x").Create(ctx, apiExport("more", nil), metav1.CreateOptions{})
-		wantStatus(t, "s-x writing at "+r.name+" in conflict", err, http.StatusServiceUnavailable, mirror.ReasonHomeConflict, "s-x")
+		wantStatus(t, "s-x writing at "+r.name+" in conflict", err, http.StatusServiceUnavailable, homes.ReasonHomeConflict, "s-x")
 		_, err = r.items(ctx, t, "s-x", "")
 		if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "both claim") {
 			t.Fatalf("consistent read of s-x at %s in conflict: %v, want 503 naming the conflict", r.name, err)

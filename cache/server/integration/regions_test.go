@@ -21,6 +21,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
 
@@ -227,8 +228,8 @@ func TestRegionsMirrorEachOther(t *testing.T) {
 			t.Fatalf("consistent read of s-c at %s with c cut off: got %v, want 503", r.name, err)
 		}
 		causes := err.(apierrors.APIStatus).Status().Details.Causes
-		if len(causes) != 1 || string(causes[0].Type) != mirror.ReasonHomeUnreachable || causes[0].Field != "c" {
-			t.Errorf("consistent read of s-c at %s: causes %+v, want one %s naming c", r.name, causes, mirror.ReasonHomeUnreachable)
+		if len(causes) != 1 || string(causes[0].Type) != homes.ReasonHomeUnreachable || causes[0].Field != "c" {
+			t.Errorf("consistent read of s-c at %s: causes %+v, want one %s naming c", r.name, causes, homes.ReasonHomeUnreachable)
 		}
 		// A's own partition is still read consistently at a.
 		if r == a {

@@ -63,7 +63,7 @@ func (s *stream) desiredCopy(u *unstructured.Unstructured) *unstructured.Unstruc
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[kcpcache.AnnotationHome] = s.peer.name
+	a[kcpcache.AnnotationHome] = s.peer.Name
 	a[kcpcache.AnnotationHomeResourceVersion] = u.GetResourceVersion()
 	a[kcpcache.AnnotationHomeEpoch] = s.listEpoch
 	c.SetAnnotations(a)
@@ -92,12 +92,12 @@ type localCopy struct {
 // converge makes the copies of this type whose home is the peer exactly the
 // peer's home objects in the list that starts with first (more fetches the
 // next page of a continue token). Only the shards whose claim the peer
-// holds are taken (homes.go): the peer's whole table is learnt first, and a
+// holds are taken (package homes): the peer's whole table is learnt first, and a
 // shard met later whose claim is still unknown is asked of the peer, so
 // that nothing the peer holds as home is skipped silently.
 func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredList, more func(ctx context.Context, continueToken string) (*unstructured.UnstructuredList, error)) error {
-	if failed, _ := s.m.homes.askPeers(ctx, "", s.peer.name); failed[s.peer.name] != nil {
-		return fmt.Errorf("reading the homes table of peer %q: %w", s.peer.name, failed[s.peer.name])
+	if err := s.m.homes.AskPeer(ctx, s.peer.Name, ""); err != nil {
+		return fmt.Errorf("reading the homes table of peer %q: %w", s.peer.Name, err)
 	}
 	have, err := s.localCopies(ctx)
 	if err != nil {
@@ -111,10 +111,10 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			if !inPartition(u) {
 				continue
 			}
-			if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
+			if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
 				return err
 			}
-			if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.name {
+			if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
 				continue
 			}
 			want[k] = true
@@ -151,7 +151,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			return err
 		}
 	}
-	objects.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(len(want)))
+	objects.WithLabelValues(s.peer.Name, s.gvr.GroupResource().String()).Set(float64(len(want)))
 	return nil
 }
 
@@ -176,7 +176,7 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 				// Only what may be the peer's is compared: a digest left
 				// empty (a claim learnt later) costs a write, not a miss.
 				c.content = contentOf(u)
-				if c.home == s.peer.name && c.epoch != "" && c.epoch != s.listEpoch {
+				if c.home == s.peer.Name && c.epoch != "" && c.epoch != s.listEpoch {
 					fromOtherEpoch = append(fromOtherEpoch, k.shard)
 				}
 			}
@@ -201,7 +201,7 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 // replace: they stay as they are.
 func (s *stream) replaceable(shard string) bool {
 	home, followed := s.m.homeOf(shard)
-	return followed && home == s.peer.name
+	return followed && home == s.peer.Name
 }
 
 // applyPeerObject writes the copy of the peer's object u here when the
@@ -217,10 +217,10 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	if s.peer.holds.isHeld(k.shard) || !inPartition(u) {
 		return nil
 	}
-	if err := s.m.homes.learnFromPeer(ctx, s.peer.name, k.shard); err != nil {
+	if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
 		return err
 	}
-	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.name {
+	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
 		// Not the peer's shard by the claims (another home, a conflict):
 		// the peer's object is not taken.
 		return nil
@@ -231,7 +231,7 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		_, err := r.Create(ctx, desired, metav1.CreateOptions{})
 		switch {
 		case err == nil:
-			writes.WithLabelValues(s.peer.name, "create").Inc()
+			writes.WithLabelValues(s.peer.Name, "create").Inc()
 			return nil
 		case !apierrors.IsAlreadyExists(err):
 			return fmt.Errorf("creating the copy %v: %w", k, err)
@@ -240,13 +240,13 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	_, err := r.Update(ctx, desired, metav1.UpdateOptions{})
 	switch {
 	case err == nil:
-		writes.WithLabelValues(s.peer.name, "update").Inc()
+		writes.WithLabelValues(s.peer.Name, "update").Inc()
 		return nil
 	case apierrors.IsNotFound(err):
 		if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating the copy %v: %w", k, err)
 		}
-		writes.WithLabelValues(s.peer.name, "create").Inc()
+		writes.WithLabelValues(s.peer.Name, "create").Inc()
 		return nil
 	case apierrors.IsInvalid(err) || apierrors.IsConflict(err):
 		// The name was deleted and created again at the home (another
@@ -258,7 +258,7 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("creating the copy %v again: %w", k, err)
 		}
-		writes.WithLabelValues(s.peer.name, "replace").Inc()
+		writes.WithLabelValues(s.peer.Name, "replace").Inc()
 		return nil
 	default:
 		return fmt.Errorf("updating the copy %v: %w", k, err)
@@ -275,14 +275,14 @@ func (s *stream) stillPeersShard(ctx context.Context, u *unstructured.Unstructur
 		return true, nil
 	}
 	shard := keyOf(u).shard
-	if home, ok := s.m.homeOf(shard); !ok || home != s.peer.name {
+	if home, ok := s.m.homeOf(shard); !ok || home != s.peer.Name {
 		return false, nil
 	}
-	if failed, _ := s.m.homes.askPeers(ctx, shard, s.peer.name); failed[s.peer.name] != nil {
-		return false, fmt.Errorf("asking peer %q for the home of shard %q: %w", s.peer.name, shard, failed[s.peer.name])
+	if err := s.m.homes.AskPeer(ctx, s.peer.Name, shard); err != nil {
+		return false, fmt.Errorf("asking peer %q for the home of shard %q: %w", s.peer.Name, shard, err)
 	}
 	home, ok := s.m.homeOf(shard)
-	return ok && home == s.peer.name, nil
+	return ok && home == s.peer.Name, nil
 }
 
 // applyPeerDeletion deletes the copy of an object the peer deleted, when
@@ -292,7 +292,7 @@ func (s *stream) applyPeerDeletion(ctx context.Context, u *unstructured.Unstruct
 	if !inPartition(u) || s.peer.holds.isHeld(k.shard) {
 		return nil
 	}
-	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.name {
+	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
 		return nil
 	}
 	return s.deleteCopy(ctx, k, u.GetUID())
@@ -308,7 +308,7 @@ func (s *stream) deleteCopy(ctx context.Context, k copyKey, uid types.UID) error
 	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting the copy %v: %w", k, err)
 	}
-	writes.WithLabelValues(s.peer.name, "delete").Inc()
+	writes.WithLabelValues(s.peer.Name, "delete").Inc()
 	return nil
 }
 

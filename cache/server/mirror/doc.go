@@ -6,8 +6,10 @@
 //
 // Whose partition is whose: a shard's home is a claim (shard, home,
 // generation) that caches persist and learn from each other's tables, never
-// from data (homes.go). Writes into a partition are admitted only where
-// the claim names this cache.
+// from data (package homes, which also admits the writes into a partition
+// only where the claim names this cache). The mirror reads the claims; the
+// claims know nothing of the mirror but that it wants to hear when a
+// shard's home changes (Table.OnHomeChange).
 //
 // What is mirrored: for each peer and each type this cache serves, one
 // stream lists and then watches the peer's wildcard (every shard, every
@@ -29,4 +31,25 @@
 // (kcpcache.RevisionPath) and waits until the stream has reached it, or
 // refuses with 503 and a reason; a read that names a resourceVersion is
 // served at once with its freshness in response headers. See filter.go.
+//
+// The files:
+//
+//   - mirror.go: Mirror, its Config, New and Run; source, a peer as the
+//     mirror pulls from it (the homes.Peer and its streams); the streams a
+//     read covers;
+//   - stream.go: one peer's one type: list, then watch, in the peer's
+//     order; what it has applied and when the peer last confirmed it;
+//   - apply.go: a peer's objects applied as copies, by the claims;
+//   - filter.go: WithHierarchy, the reads of a named cache;
+//   - freshness.go: a consistent read confirmed with its homes (Confirm)
+//     or refused with a reason, a stale read's revisions and ages (Stale);
+//   - header.go: what makes a stale read's home-revision header exact
+//     (the streams held, the local revision it is served at: serveAt);
+//   - restored.go and originconvergence.go: a restored home's partitions
+//     held until the shard converged there again, by its heartbeat or by
+//     its objects' origins;
+//   - moving.go: following a shard to its new home, and an adopted shard's
+//     copies made this cache's own;
+//   - lag.go and metrics.go: the partitions' lag behind their homes, and
+//     the mirror's metrics.
 package mirror

@@ -34,17 +34,12 @@ type ServingConfig struct {
 	// read is served at least as new as its home-revision header says
 	// (header.go); nil serves it as asked.
 	StorageRevision StorageRevision
-	// Homes is the cache's table of home claims: writes into a partition
-	// are admitted by it.
-	Homes  *Homes
-	Codecs runtime.NegotiatedSerializer
+	Codecs          runtime.NegotiatedSerializer
 }
 
-// WithHierarchy serves a cache's part in a hierarchy, around the data
-// plane (after authentication, authorization and request info):
-//   - a write into a shard's partition, by any client, is admitted only
-//     where the shard's home claim names this cache (Homes.Admit): 403
-//     naming the home elsewhere, 503 when this cache cannot tell;
+// WithHierarchy serves the reads of a named cache, around the data plane
+// (after authentication, authorization and request info; its writes are
+// admitted by homes.WithWriteAdmission):
 //   - a consistent read (no resourceVersion) of data whose home is a peer
 //     is confirmed with the home first (Mirror.Confirm), or refused with 503
 //     ServiceUnavailable, one cause per home that could not confirm it;
@@ -55,8 +50,8 @@ type ServingConfig struct {
 //     their bookkeeping (kcpcache.CopyBookkeeping), unless it asks for it
 //     with kcpcache.CopyBookkeepingHeader.
 //
-// m may be nil (no peers): then only writes are checked, against the
-// claims.
+// m may be nil (no peers): then reads are only served without the copy
+// bookkeeping.
 func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		ctx := req.Context()
@@ -68,10 +63,6 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 		}
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
 		switch info.Verb {
-		case "create", "update", "patch", "delete", "deletecollection":
-			if cfg.Homes != nil && !admitWrite(w, req, scope, cfg.Homes, cfg.Codecs) {
-				return
-			}
 		case "get", "list", "watch":
 			if !exemptFromChecks(req) && req.Header.Get(kcpcache.CopyBookkeepingHeader) != "keep" {
 				// Copies are served as their home serves them (partition
@@ -176,22 +167,4 @@ func (m *Mirror) isHomeHere(shard string) bool {
 	}
 	c, _, ok := m.homes.Lookup(shard)
 	return !ok || c.Home == m.cfg.CacheName
-}
-
-// admitWrite admits a write into a shard's partition by the claims. Only
-// the server's own writes are exempt: the mirror's copies, over loopback
-// as user.APIServerUser (the purger writes to etcd directly).
-func admitWrite(w http.ResponseWriter, req *http.Request, scope kcpcache.Scope, homes *Homes, codecs runtime.NegotiatedSerializer) bool {
-	if u, ok := request.UserFrom(req.Context()); ok && u.GetName() == user.APIServerUser {
-		return true
-	}
-	if scope.Shard == kcpcache.Wildcard {
-		return true
-	}
-	if err := homes.Admit(req.Context(), scope.Shard); err != nil {
-		klog.FromContext(req.Context()).V(2).Info("Refusing a write into a partition this cache is not the home of", "shard", scope.Shard, "code", err.ErrStatus.Code, "reason", err.ErrStatus.Message)
-		responsewriters.ErrorNegotiated(err, codecs, schema.GroupVersion{}, w, req)
-		return false
-	}
-	return true
 }

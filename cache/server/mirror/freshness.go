@@ -2,13 +2,9 @@ package mirror
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,16 +12,20 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 )
 
 // The reasons a consistent read of mirrored data is refused, in the causes
-// of its 503 Status.
+// of its 503 Status, besides homes.ReasonHomeUnreachable (the home did not
+// say its revision in time), homes.ReasonHomeConflict and
+// ReasonHomeRestored (restored.go).
 const (
-	// ReasonHomeUnreachable: the home did not say its revision in time.
-	ReasonHomeUnreachable = "HomeUnreachable"
 	// ReasonMirrorBehind: the home answered, but the mirror did not reach
 	// its revision in time (or has not listed the type from it yet).
 	ReasonMirrorBehind = "MirrorBehind"
+	// ReasonHomeNotPeered: the shard's home is neither this cache nor one
+	// of its peers; this cache holds no copy it could vouch for.
+	ReasonHomeNotPeered = "HomeNotPeered"
 )
 
 // NotFresh is why one home's part of a consistent read cannot be confirmed.
@@ -48,11 +48,11 @@ func (e *NotFresh) Error() string {
 	switch e.Reason {
 	case ReasonHomeRestored:
 		return fmt.Sprintf("%s: the home cache %q changed epoch (restored or lost its data); the copy here is held until the shard converges there again", what, e.Home)
-	case ReasonHomeConflict:
+	case homes.ReasonHomeConflict:
 		return fmt.Sprintf("%s: two home claims of the same generation: %v; resolve with --adopt-shard at the cache that should be its home", what, e.Err)
 	case ReasonHomeNotPeered:
 		return fmt.Sprintf("%s: its home is the cache %q, which is not a peer of this cache: this cache holds no copy it can vouch for (peer every cache with every home it should serve)", what, e.Home)
-	case ReasonHomeUnreachable:
+	case homes.ReasonHomeUnreachable:
 		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
 	default:
 		if e.Want == 0 && e.Have == 0 {
@@ -63,42 +63,16 @@ func (e *NotFresh) Error() string {
 }
 
 // askRevision asks the peer for its revision of shard's data of gr.
-func (p *peer) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
+func (p *source) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
 	q := url.Values{"shard": {shard}, "resource": {gr.String()}}
 	var ans kcpcache.HomeRevisionAnswer
-	if err := getPeerJSON(ctx, p.http, p.revisionURL+"?"+q.Encode(), 1<<16, "the revision answer", &ans); err != nil {
+	if err := p.GetJSON(ctx, kcpcache.RevisionPath, q, 1<<16, "the revision answer", &ans); err != nil {
 		return kcpcache.HomeRevisionAnswer{}, err
 	}
-	if ans.Cache != p.name {
-		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.name, ans.Cache)
+	if ans.Cache != p.Name {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.Name, ans.Cache)
 	}
 	return ans, nil
-}
-
-// getPeerJSON GETs u from a peer and decodes its JSON answer into out,
-// reading at most limit bytes; what names the answer in errors. A status
-// other than 200 is an error carrying the peer's message.
-func getPeerJSON(ctx context.Context, hc *http.Client, u string, limit int64, what string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
-	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("decoding %s: %w", what, err)
-	}
-	return nil
 }
 
 // homesOf returns the peers a read of shard must be confirmed with: its
@@ -108,12 +82,12 @@ func getPeerJSON(ctx context.Context, hc *http.Client, u string, limit int64, wh
 // in conflict, or homed at a cache that is neither this one nor a peer (a
 // chain: this cache holds no copy it could vouch for; relaying is not
 // built).
-func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
+func (m *Mirror) homesOf(shard string) ([]*source, []*NotFresh) {
 	var refused []*NotFresh
 	refuse := func(c kcpcache.HomeClaim, conflict string) bool {
 		switch {
 		case conflict != "":
-			refused = append(refused, &NotFresh{Reason: ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
+			refused = append(refused, &NotFresh{Reason: homes.ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
 			return true
 		case c.Home != m.cfg.CacheName && m.peers[c.Home] == nil:
 			refused = append(refused, &NotFresh{Reason: ReasonHomeNotPeered, Home: c.Home, Shard: c.Shard})
@@ -127,21 +101,21 @@ func (m *Mirror) homesOf(shard string) ([]*peer, []*NotFresh) {
 				return nil, refused
 			}
 			if p, ok := m.peers[c.Home]; ok {
-				return []*peer{p}, nil
+				return []*source{p}, nil
 			}
 			return nil, nil
 		}
 	} else {
-		claims, conflicts := m.homes.known()
+		claims, conflicts := m.homes.Known()
 		for _, c := range claims {
 			refuse(c, conflicts[c.Shard])
 		}
 	}
-	out := make([]*peer, 0, len(m.peers))
+	out := make([]*source, 0, len(m.peers))
 	for _, p := range m.peers {
 		out = append(out, p)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, refused
 }
 
@@ -159,7 +133,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 		if shard == kcpcache.Wildcard {
 			q = ""
 		}
-		m.homes.askPeers(ctx, q, "")
+		m.homes.AskPeers(ctx, q)
 	}
 	homes, refused := m.homesOf(shard)
 	if len(refused) > 0 {
@@ -191,7 +165,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 			} else {
 				entries = append(entries, entry)
 			}
-			freshnessChecks.WithLabelValues(p.name, result).Inc()
+			freshnessChecks.WithLabelValues(p.Name, result).Inc()
 		})
 	}
 	wg.Wait()
@@ -203,7 +177,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 // is p. A resource served without identity (a CachedResource's
 // publication) reads every identity's objects at once, so each of those
 // types is confirmed; the answer reflects the last change of any of them.
-func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
+func (m *Mirror) confirmWith(ctx context.Context, p *source, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
 	covered := p.streamsFor(gr)
 	if len(covered) == 0 {
 		// A type this cache started serving since Run last looked (every
@@ -213,7 +187,7 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 	if len(covered) == 0 {
 		covered = []coveredStream{{gr: gr}}
 	}
-	entry := kcpcache.HomeRevision{Home: p.name}
+	entry := kcpcache.HomeRevision{Home: p.Name}
 	for _, c := range covered {
 		e, nf := m.confirmType(ctx, p, shard, c.gr, c.s)
 		if nf != nil {
@@ -223,7 +197,7 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 		if entry.Epoch != "" && e.Epoch != entry.Epoch {
 			// The home changed epoch between two of the asks; neither
 			// revision may be compared with the other.
-			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: p.name, Shard: shard, Resource: gr}
+			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: p.Name, Shard: shard, Resource: gr}
 		}
 		entry.Epoch, entry.Revision = e.Epoch, max(entry.Revision, e.Revision)
 	}
@@ -232,8 +206,8 @@ func (m *Mirror) confirmWith(ctx context.Context, p *peer, shard string, gr sche
 
 // confirmType confirms shard's data of gr, one stored type, whose stream
 // at p is s (nil: none).
-func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
-	nf := &NotFresh{Home: p.name, Shard: shard, Resource: gr}
+func (m *Mirror) confirmType(ctx context.Context, p *source, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
+	nf := &NotFresh{Home: p.Name, Shard: shard, Resource: gr}
 	if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) {
 		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
@@ -241,7 +215,7 @@ func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr sche
 	asked := time.Now()
 	ans, err := p.askRevision(ctx, shard, gr)
 	if err != nil {
-		nf.Reason, nf.Err = ReasonHomeUnreachable, err
+		nf.Reason, nf.Err = homes.ReasonHomeUnreachable, err
 		// The peer may have given the shard up (homerevision.Handler):
 		// read the tables now rather than at the next poll.
 		m.homes.RequestPoll()
@@ -280,7 +254,7 @@ func (m *Mirror) confirmType(ctx context.Context, p *peer, shard string, gr sche
 		// shard's answer says nothing of the others.
 		s.confirmAt(asked)
 	}
-	return kcpcache.HomeRevision{Home: p.name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
+	return kcpcache.HomeRevision{Home: p.Name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
 }
 
 // Stale returns, for a read of shard's data of gr that is served without a
@@ -298,7 +272,7 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			// identity's copy, and no revision (no one revision says
 			// what every identity's copy includes).
 			if age, ok := oldestAge(covered); ok {
-				ages[p.name] = age
+				ages[p.Name] = age
 			}
 			continue
 		}
@@ -310,7 +284,7 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 		if at.IsZero() {
 			continue
 		}
-		ages[p.name] = time.Since(at)
+		ages[p.Name] = time.Since(at)
 		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() || s.isMixed() {
 			// A held copy is older than what the stream has seen of the
 			// home's new epoch, and a mixed one (being relisted, or a
@@ -318,7 +292,7 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			// home: no revision of either would be true.
 			continue
 		}
-		entries = append(entries, kcpcache.HomeRevision{Home: p.name, Epoch: epoch, Revision: s.lastChange(shard)})
+		entries = append(entries, kcpcache.HomeRevision{Home: p.Name, Epoch: epoch, Revision: s.lastChange(shard)})
 	}
 	return entries, ages
 }

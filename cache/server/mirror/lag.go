@@ -29,18 +29,18 @@ const lagLimit = 64 << 20
 
 // reportLag reads p's revisions and sets the partition lag gauges of the
 // shards homed at p.
-func (p *peer) reportLag(ctx context.Context, m *Mirror) {
+func (p *source) reportLag(ctx context.Context, m *Mirror) {
 	var ans kcpcache.HomeRevisionsAnswer
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := getPeerJSON(rctx, p.http, p.revisionsURL, lagLimit, "the home's revisions", &ans); err != nil {
-		klog.FromContext(ctx).V(2).Info("Could not read a peer's revisions for the lag", "peer", p.name, "err", err)
+	if err := p.GetJSON(rctx, kcpcache.RevisionsPath, nil, lagLimit, "the home's revisions", &ans); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not read a peer's revisions for the lag", "peer", p.Name, "err", err)
 		return
 	}
-	claims, _ := m.homes.known()
+	claims, _ := m.homes.Known()
 	homed := map[string]bool{}
 	for _, c := range claims {
-		if c.Home == p.name {
+		if c.Home == p.Name {
 			homed[c.Shard] = true
 		}
 	}
@@ -76,13 +76,13 @@ func (p *peer) reportLag(ctx context.Context, m *Mirror) {
 		if since, ok := p.behindSince[k]; ok {
 			secs = now.Sub(since).Seconds()
 		}
-		partitionLagRevisions.WithLabelValues(p.name, k.shard, k.resource).Set(float64(behind))
-		partitionLagSeconds.WithLabelValues(p.name, k.shard, k.resource).Set(secs)
+		partitionLagRevisions.WithLabelValues(p.Name, k.shard, k.resource).Set(float64(behind))
+		partitionLagSeconds.WithLabelValues(p.Name, k.shard, k.resource).Set(secs)
 	}
 	for k := range p.lagSeries {
 		if !current[k] {
-			partitionLagRevisions.DeleteLabelValues(p.name, k.shard, k.resource)
-			partitionLagSeconds.DeleteLabelValues(p.name, k.shard, k.resource)
+			partitionLagRevisions.DeleteLabelValues(p.Name, k.shard, k.resource)
+			partitionLagSeconds.DeleteLabelValues(p.Name, k.shard, k.resource)
 			delete(p.behindSince, k)
 		}
 	}

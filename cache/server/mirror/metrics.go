@@ -38,13 +38,6 @@ var (
 		Help:           "Mirror streams that failed and started over with a list.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer"})
-	homeInfo = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace:      "kcp_cache",
-		Subsystem:      "mirror",
-		Name:           "shard_home_info",
-		Help:           "1 for each shard and the cache that is its home, as this cache knows it.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"shard", "home"})
 	freshnessChecks = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
@@ -59,12 +52,6 @@ var (
 		Help:           "Partitions whose copies are held because their home changed epoch, until their shard converges there again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"peer"})
-	homeConflicts = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace:      "kcp_cache",
-		Name:           "home_conflicts",
-		Help:           "Shards two caches claim at the same generation, as this cache knows them: writes and consistent reads of them are refused until the operator resolves the conflict with --adopt-shard.",
-		StabilityLevel: metrics.ALPHA,
-	})
 	partitionLagRevisions = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "kcp_cache",
 		Subsystem:      "mirror",
@@ -93,6 +80,6 @@ var (
 // register theirs at first use).
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(partitionLagRevisions, partitionLagSeconds, heldPartitions, appliedRevision, objects, writes, streamRestarts, homeInfo, freshnessChecks, confirmedAge, homeConflicts)
+		legacyregistry.MustRegister(partitionLagRevisions, partitionLagSeconds, heldPartitions, appliedRevision, objects, writes, streamRestarts, freshnessChecks, confirmedAge)
 	})
 }

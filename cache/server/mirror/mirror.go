@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -17,26 +16,19 @@ import (
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/client"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 )
 
 // defaultTypeInterval is how often the mirror looks for types this cache
 // started serving (a CRD created at runtime) and starts streams for them.
 const defaultTypeInterval = 10 * time.Second
 
-// Peer is a cache to mirror.
-type Peer struct {
-	// Name is the peer's --cache-name: the home its shards' copies name.
-	Name string
-	// Config reaches the peer, authenticated as kcpcache.PeerUser(self).
-	Config *rest.Config
-}
-
 // Config is what a Mirror needs.
 type Config struct {
 	// CacheName is this cache's name (--cache-name).
 	CacheName string
 	// Peers are the caches whose home partitions are mirrored here.
-	Peers []Peer
+	Peers []*homes.Peer
 	// Local reaches this cache as system:masters (the loopback client): the
 	// mirror writes its copies there, in the partitions they belong to.
 	Local *rest.Config
@@ -51,7 +43,7 @@ type Config struct {
 	TypeInterval time.Duration
 	// Homes is the cache's table of home claims: a peer's objects of a
 	// shard are mirrored only when the peer holds the shard's claim.
-	Homes *Homes
+	Homes *homes.Table
 }
 
 // Mirror pulls the partitions whose home is a peer, and knows how fresh its
@@ -59,8 +51,8 @@ type Config struct {
 type Mirror struct {
 	cfg   Config
 	local *client.ClusterClient
-	peers map[string]*peer
-	homes *Homes
+	peers map[string]*source
+	homes *homes.Table
 
 	// stateVersion counts the changes of every stream's state (what the
 	// home-revision header is made from); localRev caches a local
@@ -78,13 +70,11 @@ type Mirror struct {
 	streamsAdded   chan struct{}
 }
 
-// peer is one peer and its streams.
-type peer struct {
-	name   string
-	client *client.ClusterClient
-	// http and revisionURL ask the peer for its revision of some data.
-	http        *http.Client
-	revisionURL string
+// source is a peer as the mirror pulls from it: the peer, and what the
+// mirror keeps of it (its streams, the partitions held after its epoch
+// changed, its lag series, its requests to list again).
+type source struct {
+	*homes.Peer
 
 	mu      sync.Mutex
 	streams map[schema.GroupResource]*stream
@@ -92,12 +82,10 @@ type peer struct {
 	// holds are the partitions held after the peer's epoch changed.
 	holds *holds
 
-	// revisionsURL answers the home's revision of every partition;
 	// lagSeries and behindSince are the partition lag series set and when
 	// each partition was first seen behind (reportLag's own).
-	revisionsURL string
-	lagSeries    map[lagKey]bool
-	behindSince  map[lagKey]time.Time
+	lagSeries   map[lagKey]bool
+	behindSince map[lagKey]time.Time
 	// relist is closed and replaced to make every stream of the peer list
 	// again (a shard's home moved to the peer: see moving.go);
 	// listRequests counts those requests.
@@ -126,7 +114,7 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{cfg: cfg, local: local, peers: map[string]*peer{}, homes: cfg.Homes, scanNow: make(chan struct{}, 1), streamsAdded: make(chan struct{})}
+	m := &Mirror{cfg: cfg, local: local, peers: map[string]*source{}, homes: cfg.Homes, scanNow: make(chan struct{}, 1), streamsAdded: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		if p.Name == cfg.CacheName {
 			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
@@ -134,29 +122,12 @@ func New(cfg Config) (*Mirror, error) {
 		if _, dup := m.peers[p.Name]; dup {
 			return nil, fmt.Errorf("mirror: peer %q given twice", p.Name)
 		}
-		// A kubeconfig cannot set a rate, and client-go's default (5
-		// requests a second) would make a mirror of some twenty types wait
-		// seconds to list and watch them after every start or outage. The
-		// mirror's requests are few and bounded (a list and a watch per
-		// type, a revision check per consistent read); the peer's own
-		// in-flight limits protect it.
-		cfg := client.Unthrottled(p.Config)
-		c, err := client.NewForConfig(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
-		}
-		hc, err := rest.HTTPClientFor(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("mirror: peer %q: %w", p.Name, err)
-		}
-		m.peers[p.Name] = &peer{
-			name: p.Name, client: c, http: hc,
-			revisionURL:  kcpcache.JoinHostPath(p.Config.Host, kcpcache.RevisionPath),
-			revisionsURL: kcpcache.JoinHostPath(p.Config.Host, kcpcache.RevisionsPath),
-			behindSince:  map[lagKey]time.Time{},
-			streams:      map[schema.GroupResource]*stream{},
-			holds:        newHolds(),
-			relist:       make(chan struct{}),
+		m.peers[p.Name] = &source{
+			Peer:        p,
+			behindSince: map[lagKey]time.Time{},
+			streams:     map[schema.GroupResource]*stream{},
+			holds:       newHolds(),
+			relist:      make(chan struct{}),
 		}
 	}
 	for name := range m.peers {
@@ -164,9 +135,7 @@ func New(cfg Config) (*Mirror, error) {
 		heldPartitions.WithLabelValues(name).Set(0)
 		streamRestarts.WithLabelValues(name)
 	}
-	m.homes.mu.Lock()
-	m.homes.onChange = m.homeChanged
-	m.homes.mu.Unlock()
+	m.homes.OnHomeChange(m.homeChanged)
 	return m, nil
 }
 
@@ -186,7 +155,7 @@ func (m *Mirror) Run(ctx context.Context) {
 		for _, gvr := range m.cfg.Resources() {
 			for _, p := range m.peers {
 				if s, added := p.addStream(gvr, m); added {
-					logger.V(2).Info("Mirroring a type", "peer", p.name, "resource", gvr.GroupResource().String())
+					logger.V(2).Info("Mirroring a type", "peer", p.Name, "resource", gvr.GroupResource().String())
 					wg.Go(func() { s.run(ctx) })
 					m.streamAdded()
 				}
@@ -228,7 +197,7 @@ func (m *Mirror) streamAdded() {
 // awaitStreams returns the streams of p a read of gr covers, asking Run to
 // look for new types at once when there are none yet (a type created at
 // the home moments ago), until ctx ends: then none.
-func (m *Mirror) awaitStreams(ctx context.Context, p *peer, gr schema.GroupResource) []coveredStream {
+func (m *Mirror) awaitStreams(ctx context.Context, p *source, gr schema.GroupResource) []coveredStream {
 	if !m.serves(gr) {
 		return nil
 	}
@@ -257,7 +226,7 @@ func (m *Mirror) reportAges() {
 		p.mu.Lock()
 		for gr, s := range p.streams {
 			if _, _, at := s.state(); !at.IsZero() {
-				confirmedAge.WithLabelValues(p.name, gr.String()).Set(time.Since(at).Seconds())
+				confirmedAge.WithLabelValues(p.Name, gr.String()).Set(time.Since(at).Seconds())
 			}
 		}
 		p.mu.Unlock()
@@ -265,7 +234,7 @@ func (m *Mirror) reportAges() {
 }
 
 // addStream returns the stream of gvr, and whether it is new.
-func (p *peer) addStream(gvr schema.GroupVersionResource, m *Mirror) (*stream, bool) {
+func (p *source) addStream(gvr schema.GroupVersionResource, m *Mirror) (*stream, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.streams[gvr.GroupResource()]; ok {
@@ -286,7 +255,7 @@ type coveredStream struct {
 // when there is none and gr names a resource without identity, the stream
 // of every identity of it ("<resource>:<identity>" in gr's group), which a
 // CachedResource's publication reads at once; none if there are neither.
-func (p *peer) streamsFor(gr schema.GroupResource) []coveredStream {
+func (p *source) streamsFor(gr schema.GroupResource) []coveredStream {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s, ok := p.streams[gr]; ok {

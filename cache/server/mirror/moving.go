@@ -13,7 +13,7 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
-// A shard's home moves only by an explicit claim (homes.go): the operator
+// A shard's home moves only by an explicit claim (package homes): the operator
 // starts (or restarts) the new home with --adopt-shard, which claims the
 // shard at a higher generation, and points the shard at it; the shard pushes
 // its partition there in full, as its replication does at every start.
@@ -43,7 +43,7 @@ import (
 
 // requestRelist makes every stream of the peer list again, and counts none
 // of them current until it has.
-func (p *peer) requestRelist() {
+func (p *source) requestRelist() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.listRequests++
@@ -56,7 +56,7 @@ func (p *peer) requestRelist() {
 
 // relistChan is closed at the next requestRelist; it also returns the list
 // requests made so far.
-func (p *peer) relistChan() (<-chan struct{}, int64) {
+func (p *source) relistChan() (<-chan struct{}, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.relist, p.listRequests
@@ -70,7 +70,7 @@ func (p *peer) relistChan() (<-chan struct{}, int64) {
 // type; an object the shard replaced meanwhile (a conflict) is left to the
 // shard.
 func (m *Mirror) promoteAdopted(ctx context.Context) error {
-	shards := m.homes.adoptedHere(ctx)
+	shards := m.homes.AdoptedHere(ctx)
 	if len(shards) == 0 {
 		return nil
 	}

@@ -66,7 +66,7 @@ func objectKey(u *unstructured.Unstructured) string {
 // wholeAtHome compares the copies of shard held here with what the peer
 // (the restored home) holds now, for every type mirrored from it; it
 // returns whether the partition is whole again there, and why not.
-func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, shard string) (bool, string, error) {
+func (p *source) wholeAtHome(ctx context.Context, local *client.ClusterClient, shard string) (bool, string, error) {
 	p.mu.Lock()
 	var types []schema.GroupVersionResource
 	for _, s := range p.streams {
@@ -86,7 +86,7 @@ func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, sha
 		}
 		for i := range copies.Items {
 			c := &copies.Items[i]
-			if c.GetAnnotations()[kcpcache.AnnotationHome] != p.name {
+			if c.GetAnnotations()[kcpcache.AnnotationHome] != p.Name {
 				continue
 			}
 			o, ok := originOf(c)
@@ -96,7 +96,7 @@ func (p *peer) wholeAtHome(ctx context.Context, local *client.ClusterClient, sha
 			held[gvr.Resource+"/"+objectKey(c)] = o
 			newestHeld = max(newestHeld, o.rv)
 		}
-		objects, err := p.client.Cluster(shard, kcpcache.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
+		objects, err := p.Client().Cluster(shard, kcpcache.Wildcard).Resource(gvr).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
 		}

@@ -116,19 +116,19 @@ func (h *holds) hold(ctx context.Context, peer, epoch string, shards []string) {
 // holdHome holds every partition known to be homed at the peer, and
 // shards, after the peer was found answering in epoch while copies here
 // came from another.
-func (p *peer) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...string) {
-	claims, _ := m.homes.known()
+func (p *source) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...string) {
+	claims, _ := m.homes.Known()
 	for _, c := range claims {
-		if c.Home == p.name {
+		if c.Home == p.Name {
 			shards = append(shards, c.Shard)
 		}
 	}
-	p.holds.hold(ctx, p.name, epoch, shards)
+	p.holds.hold(ctx, p.Name, epoch, shards)
 }
 
 // releaseLoop releases held partitions whose shard converged at the peer in
 // its new epoch, or that were held too long, until ctx ends.
-func (p *peer) releaseLoop(ctx context.Context, local *client.ClusterClient) {
+func (p *source) releaseLoop(ctx context.Context, local *client.ClusterClient) {
 	ticker := time.NewTicker(releaseCheckInterval)
 	defer ticker.Stop()
 	for {
@@ -141,7 +141,7 @@ func (p *peer) releaseLoop(ctx context.Context, local *client.ClusterClient) {
 	}
 }
 
-func (p *peer) releaseConverged(ctx context.Context, local *client.ClusterClient) {
+func (p *source) releaseConverged(ctx context.Context, local *client.ClusterClient) {
 	p.holds.mu.Lock()
 	epoch := p.holds.epoch
 	shards := make([]string, 0, len(p.holds.held))
@@ -157,14 +157,14 @@ func (p *peer) releaseConverged(ctx context.Context, local *client.ClusterClient
 		converged, err := p.convergedIn(ctx, shard, epoch)
 		switch {
 		case err != nil:
-			klog.FromContext(ctx).V(2).Info("Could not read a held partition's heartbeat at its home", "peer", p.name, "shard", shard, "err", err)
+			klog.FromContext(ctx).V(2).Info("Could not read a held partition's heartbeat at its home", "peer", p.Name, "shard", shard, "err", err)
 		case converged:
 			release = append(release, shard)
 		case p.wholeByOrigin(ctx, local, shard):
 			release = append(release, shard)
 		case time.Since(since[shard]) > restoredHoldTimeout:
 			klog.FromContext(ctx).Info("Releasing a held partition without its shard's confirmation: the hold timed out",
-				"peer", p.name, "shard", shard, "timeout", restoredHoldTimeout)
+				"peer", p.Name, "shard", shard, "timeout", restoredHoldTimeout)
 			release = append(release, shard)
 		}
 	}
@@ -176,7 +176,7 @@ func (p *peer) releaseConverged(ctx context.Context, local *client.ClusterClient
 		for _, s := range release {
 			delete(p.holds.held, s)
 			p.holds.releasedIn[s] = epoch
-			heldPartitions.WithLabelValues(p.name).Dec()
+			heldPartitions.WithLabelValues(p.Name).Dec()
 		}
 		close(p.holds.released)
 		p.holds.released = make(chan struct{})
@@ -192,28 +192,28 @@ func (p *peer) releaseConverged(ctx context.Context, local *client.ClusterClient
 		p.mu.Unlock()
 	}
 	p.holds.mu.Unlock()
-	klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.name, "shards", release, "homeEpoch", epoch)
+	klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.Name, "shards", release, "homeEpoch", epoch)
 }
 
 // wholeByOrigin reports whether shard's partition is whole again at the
 // peer by the origins its copies record (originconvergence.go), logging why
 // not.
-func (p *peer) wholeByOrigin(ctx context.Context, local *client.ClusterClient, shard string) bool {
+func (p *source) wholeByOrigin(ctx context.Context, local *client.ClusterClient, shard string) bool {
 	whole, why, err := p.wholeAtHome(ctx, local, shard)
 	switch {
 	case err != nil:
-		klog.FromContext(ctx).V(2).Info("Could not compare a held partition with its home", "peer", p.name, "shard", shard, "err", err)
+		klog.FromContext(ctx).V(2).Info("Could not compare a held partition with its home", "peer", p.Name, "shard", shard, "err", err)
 	case whole:
-		klog.FromContext(ctx).Info("A held partition is whole again at its home by its objects' origins", "peer", p.name, "shard", shard)
+		klog.FromContext(ctx).Info("A held partition is whole again at its home by its objects' origins", "peer", p.Name, "shard", shard)
 	default:
-		klog.FromContext(ctx).V(2).Info("A held partition is not whole at its home yet", "peer", p.name, "shard", shard, "why", why)
+		klog.FromContext(ctx).V(2).Info("A held partition is not whole at its home yet", "peer", p.Name, "shard", shard, "why", why)
 	}
 	return whole
 }
 
 // convergedIn reads shard's heartbeat at the peer: converged in epoch?
-func (p *peer) convergedIn(ctx context.Context, shard, epoch string) (bool, error) {
-	u, err := p.client.Cluster(shard, kcpcache.HeartbeatCluster).Resource(kcpcache.HeartbeatResource).Get(ctx, shard, metav1.GetOptions{})
+func (p *source) convergedIn(ctx context.Context, shard, epoch string) (bool, error) {
+	u, err := p.Client().Cluster(shard, kcpcache.HeartbeatCluster).Resource(kcpcache.HeartbeatResource).Get(ctx, shard, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	} else if err != nil {

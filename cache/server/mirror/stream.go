@@ -25,7 +25,7 @@ import (
 // every change of the peer up to it is here.
 type stream struct {
 	m    *Mirror
-	peer *peer
+	peer *source
 	gvr  schema.GroupVersionResource
 
 	// applyMu makes a stale read's header exact (header.go): the stream
@@ -108,7 +108,7 @@ func (s *stream) needRelist(gen int64) {
 	s.pendingRelease = max(s.pendingRelease, gen)
 }
 
-func newStream(m *Mirror, p *peer, gvr schema.GroupVersionResource) *stream {
+func newStream(m *Mirror, p *source, gvr schema.GroupVersionResource) *stream {
 	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{}), changed: map[string]int64{}}
 }
 
@@ -132,7 +132,7 @@ func (s *stream) advance(rev int64, epoch string) {
 	close(s.advanced)
 	s.advanced = make(chan struct{})
 	s.m.stateVersion.Add(1)
-	appliedRevision.WithLabelValues(s.peer.name, s.gvr.GroupResource().String()).Set(float64(s.applied))
+	appliedRevision.WithLabelValues(s.peer.Name, s.gvr.GroupResource().String()).Set(float64(s.applied))
 }
 
 // listed records a list at rev, started at release generation
@@ -271,7 +271,7 @@ var restartBackoff = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 2, J
 
 // run lists and watches until ctx ends, starting over after any failure.
 func (s *stream) run(ctx context.Context) {
-	logger := klog.FromContext(ctx).WithValues("peer", s.peer.name, "resource", s.gvr.GroupResource().String())
+	logger := klog.FromContext(ctx).WithValues("peer", s.peer.Name, "resource", s.gvr.GroupResource().String())
 	ctx = klog.NewContext(ctx, logger)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -290,7 +290,7 @@ func (s *stream) run(ctx context.Context) {
 			continue
 		}
 		logger.Info("Mirror stream interrupted; starting over", "err", err)
-		streamRestarts.WithLabelValues(s.peer.name).Inc()
+		streamRestarts.WithLabelValues(s.peer.Name).Inc()
 		select {
 		case <-ctx.Done():
 			return
@@ -304,7 +304,7 @@ func (s *stream) run(ctx context.Context) {
 // watch ended in a way that only needs a new list (expired resourceVersion),
 // and whether the peer's list was applied.
 func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
-	res := s.peer.client.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
+	res := s.peer.Client().Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
 	releaseGeneration := s.peer.holds.releaseGeneration()
 	// Taken before the list: a relist requested while the list is applied
 	// (a shard's home moved to the peer just then, and the list skipped its
@@ -315,7 +315,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("listing at the peer: %w", err)
 	}
-	epoch, _ := s.peer.client.Epochs().Current()
+	epoch, _ := s.peer.Client().Epochs().Current()
 	s.listEpoch = epoch
 	rev, err := strconv.ParseInt(list.GetResourceVersion(), 10, 64)
 	if err != nil {
@@ -347,7 +347,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 		if err != nil {
 			return true, fmt.Errorf("watching the peer: %w", err)
 		}
-		if epoch, _ := s.peer.client.Epochs().Current(); epoch != s.listEpoch {
+		if epoch, _ := s.peer.Client().Epochs().Current(); epoch != s.listEpoch {
 			// The peer answers in another epoch (its data was lost or
 			// restored): its revisions start over, and a watch from ours
 			// would wait silently for a revision it may never reach,
@@ -435,7 +435,7 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 	if shard := u.GetAnnotations()[kcpcache.AnnotationShard]; t != watch.Bookmark && !s.peer.holds.isHeld(shard) {
 		s.changedAt(shard, rev)
 	}
-	epoch, _ := s.peer.client.Epochs().Current()
+	epoch, _ := s.peer.Client().Epochs().Current()
 	s.advance(rev, epoch)
 	return nil
 }

@@ -2,7 +2,8 @@
 // reviewer can recompute from the code: in cache/server's root, the
 // references that run against the layering and the files a reader visits
 // following the options from NewConfig; server.go's length; the types for
-// a peer; and every file's line count in cache/server's root and mirror.
+// a peer, the types that hold one and the clients built for one; and every
+// file's line count in cache/server's root, mirror and homes.
 //
 //	go run ./hack/ci/housefigures
 //
@@ -219,10 +220,15 @@ func main() {
 	// server.go's length, the peer types, every file's length.
 	fmt.Printf("server.go: %d lines\n", lines(filepath.Join(root, "server.go")))
 	// A peer of the hierarchy: the types named for it in the mirror and
-	// the claims table, and the clients built for it.
+	// the claims table, the types that hold one (a field or an embedded
+	// Peer: state kept per peer, not a second description of it), and the
+	// clients built for it: an HTTP client of its own (HTTPClientFor, and
+	// the constructors that build one inside), or a client on one already
+	// built (NewForConfigAndClient).
 	peerType := regexp.MustCompile(`^type ([A-Za-z]*[Pp]eer[A-Za-z]*) `)
-	clientCall := regexp.MustCompile(`HTTPClientFor\(|NewForConfig\(|NewForConfigAndClient\(|RESTClientFor\(`)
-	var peers, clients []string
+	clientCall := regexp.MustCompile(`HTTPClientFor\(|NewForConfig\(|RESTClientFor\(`)
+	onClientCall := regexp.MustCompile(`NewForConfigAndClient\(`)
+	var peers, holders, clients, onClients []string
 	for _, dir := range []string{root + "/mirror", root + "/homes"} {
 		ents, _ := os.ReadDir(dir)
 		for _, e := range ents {
@@ -240,16 +246,28 @@ func main() {
 				if clientCall.MatchString(sc.Text()) {
 					clients = append(clients, fmt.Sprintf("%s:%d: %s", p, i, strings.TrimSpace(sc.Text())))
 				}
+				if onClientCall.MatchString(sc.Text()) {
+					onClients = append(onClients, fmt.Sprintf("%s:%d: %s", p, i, strings.TrimSpace(sc.Text())))
+				}
 			}
 			f.Close()
+			holders = append(holders, peerHolders(fset, p)...)
 		}
 	}
 	fmt.Printf("types for a peer (type *peer* in mirror and homes): %d\n", len(peers))
 	for _, p := range peers {
 		fmt.Println("  " + p)
 	}
-	fmt.Printf("clients built in mirror and homes (per peer, and the local one): %d\n", len(clients))
+	fmt.Printf("types that hold a peer (a Peer field, or one embedded): %d\n", len(holders))
+	for _, h := range holders {
+		fmt.Println("  " + h)
+	}
+	fmt.Printf("HTTP clients built in mirror and homes (per peer, and the local one): %d\n", len(clients))
 	for _, c := range clients {
+		fmt.Println("  " + c)
+	}
+	fmt.Printf("clients on an HTTP client already built: %d\n", len(onClients))
+	for _, c := range onClients {
 		fmt.Println("  " + c)
 	}
 	for _, dir := range []string{root, root + "/mirror", root + "/homes"} {
@@ -270,6 +288,46 @@ func main() {
 		}
 		fmt.Printf("  %5d total (%d files)\n", total, n)
 	}
+}
+
+// peerHolders returns the struct types of file p with a field of type
+// Peer (of the package or package homes), by pointer or not, embedded or
+// named.
+func peerHolders(fset *token.FileSet, p string) []string {
+	f, err := parser.ParseFile(fset, p, nil, 0)
+	check(err)
+	var out []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			continue
+		}
+		for _, spec := range g.Specs {
+			ts := spec.(*ast.TypeSpec)
+			st, ok := ts.Type.(*ast.StructType)
+			if !ok {
+				continue
+			}
+			for _, field := range st.Fields.List {
+				t := field.Type
+				if star, ok := t.(*ast.StarExpr); ok {
+					t = star.X
+				}
+				name := ""
+				switch t := t.(type) {
+				case *ast.Ident:
+					name = t.Name
+				case *ast.SelectorExpr:
+					name = t.Sel.Name
+				}
+				if name == "Peer" {
+					out = append(out, p+": "+ts.Name.Name)
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 func recvName(e ast.Expr) string {

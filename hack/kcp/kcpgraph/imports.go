@@ -25,6 +25,7 @@ import (
 	_ "github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/filters"
+	_ "github.com/kcp-cache/kcp-cache/cache/server/homes"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/opaque"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/partition"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/pki"
