@@ -295,7 +295,7 @@ show() {
 		took=$(kubectl --server="$FP/clusters/$path" --certificate-authority="$CA" -v=6 \
 			--client-certificate="$OUT/ids/orga-admin.crt" --client-key="$OUT/ids/orga-admin.key" \
 			--request-timeout=20s $verb $rest -o name 2>&1 | tee -a "$OUT/kubectl-v6.log" |
-			sed -n 's/.*round_trippers.go.*\(GET\|POST\) \(.*\) \([0-9]* [A-Za-z ]*\) in \([0-9]*\) milliseconds/\1 \3 in \4 ms/p' | tail -1)
+			sed -n 's/.*round_trippers.go.*\(GET\|POST\) \(.*\) \([0-9]* [A-Za-z ]*\) in \([0-9]*\) milliseconds/\1 \3 in \4 ms/p' | tail -1 || true)
 		printf '[%s] kubectl %s (alice): exit %s in %.1f s (the request: %s)\n%s\n\n' "$phase" "$cmd" "$rc" \
 			"$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b-a}')" "$took" "$(printf '%s' "$out" | head -8)" >>"$USER_ROWS"
 	done
