@@ -20,6 +20,8 @@
 #   4. prints what kubectl shows a user in each phase (Warnings included).
 #
 #   FRONT_PROXY_BIN=/path/kcp-front-proxy hack/kcp/kcp-user-fallback.sh /path/to/kcp
+#   FALLBACK=off FRONT_PROXY_BIN=... hack/kcp/kcp-user-fallback.sh /path/to/kcp   # the flag off:
+#                                    # kcp's front-proxy as it is, what users get without the fallback
 #
 # FRONT_PROXY_BIN is kcp's front-proxy built from a tree with the patch applied (go mod edit
 # -require/-replace of this module, go build -tags kcp ./cmd/kcp-front-proxy). kcp's other
@@ -41,11 +43,14 @@ source "$HERE/hack/kcp/kcp-e2e.sh" "$@"
 log "building the user-read replicator"
 (cd "$HERE" && CGO_ENABLED=0 go build -o "$OUT/bin/replicator" ./examples/replicator)
 
-# The front-proxy, with the fallback reading west (the cache of the front-proxy's region).
+# The front-proxy, with the fallback reading west (the cache of the front-proxy's region), or
+# without the flag (FALLBACK=off: kcp's front-proxy as it is, for the table's baseline).
+flag='--cache-fallback-kubeconfig="$work/.kcp-cache-west/cache.kubeconfig"'
+[ "${FALLBACK:-on}" = off ] && flag=""
 cat >"$OUT/bin/fallback-front-proxy" <<EOF
 #!/usr/bin/env bash
 for a in "\$@"; do case \$a in --root-directory=*) work=\$(dirname "\${a#--root-directory=}") ;; esac; done
-exec $(printf %q "$FRONT_PROXY_BIN") "\$@" --cache-fallback-kubeconfig="\$work/.kcp-cache-west/cache.kubeconfig"
+exec $(printf %q "$FRONT_PROXY_BIN") "\$@" $flag
 EOF
 chmod +x "$OUT/bin/fallback-front-proxy"
 export KCP_ASSET_KCP_FRONT_PROXY="$OUT/bin/fallback-front-proxy"
@@ -319,7 +324,7 @@ log "starting cache east and the root shard again"
 "$REGIONS" start "$W" kcp-root
 until_ok 300 kubectl --kubeconfig="$W/.kcp-0/admin.kubeconfig" --context=base get --raw /readyz
 back_at_shard() { [ "$(curl -s --cacert "$CA" --cert "$OUT/ids/orga-admin.crt" --key "$OUT/ids/orga-admin.key" -D - -o /dev/null "$FP/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspaces" | grep -ci '^warning: 299')" = 0 ]; }
-until_ok 120 back_at_shard
+until_ok 120 back_at_shard || true
 ask "after the return"
 show "after the return"
 
