@@ -22,6 +22,8 @@
 #   FRONT_PROXY_BIN=/path/kcp-front-proxy hack/kcp/kcp-user-fallback.sh /path/to/kcp
 #   FALLBACK=off FRONT_PROXY_BIN=... hack/kcp/kcp-user-fallback.sh /path/to/kcp   # the flag off:
 #                                    # kcp's front-proxy as it is, what users get without the fallback
+#   FALLBACK_CACHE=east FRONT_PROXY_BIN=... hack/kcp/kcp-user-fallback.sh /path/to/kcp
+#                                    # the fallback reads east, the root shard's own region's cache
 #
 # FRONT_PROXY_BIN is kcp's front-proxy built from a tree with the patch applied (go mod edit
 # -require/-replace of this module, go build -tags kcp ./cmd/kcp-front-proxy). kcp's other
@@ -44,8 +46,11 @@ log "building the user-read replicator"
 (cd "$HERE" && CGO_ENABLED=0 go build -o "$OUT/bin/replicator" ./examples/replicator)
 
 # The front-proxy, with the fallback reading west (the cache of the front-proxy's region), or
-# without the flag (FALLBACK=off: kcp's front-proxy as it is, for the table's baseline).
-flag='--cache-fallback-kubeconfig="$work/.kcp-cache-west/cache.kubeconfig"'
+# east (FALLBACK_CACHE=east: the root shard's own region, one region), or without the flag
+# (FALLBACK=off: kcp's front-proxy as it is, for the table's baseline).
+fallback_cache=.kcp-cache-west
+[ "${FALLBACK_CACHE:-west}" = east ] && fallback_cache=.kcp-cache
+flag="--cache-fallback-kubeconfig=\"\$work/$fallback_cache/cache.kubeconfig\""
 [ "${FALLBACK:-on}" = off ] && flag=""
 cat >"$OUT/bin/fallback-front-proxy" <<EOF
 #!/usr/bin/env bash
@@ -100,11 +105,12 @@ IDS=(
 	"other-org-admin=olga"
 	"no-access=nobody"
 	"anonymous=-"
+	"service-account=token"
 )
 mkdir -p "$OUT/ids"
 for id in "${IDS[@]}"; do
 	name=${id%%=*} subj=${id#*=}
-	[ "$subj" = - ] && continue
+	[ "$subj" = - ] || [ "$subj" = token ] && continue
 	cn=${subj%%/*} dn="/CN=${subj%%/*}"
 	rest=${subj#"$cn"}
 	IFS=/ read -ra groups <<<"${rest#/}"
@@ -222,6 +228,13 @@ metadata: {name: team1}
 spec: {location: {selector: {matchLabels: {name: root}}}}
 EOF
 
+# A service account of root:orga that may read its workspaces and RBAC, with a token (kcp's
+# front-proxy passes a token it cannot authenticate on to the shard, which can).
+k root:orga create serviceaccount robot -n default >/dev/null
+k root:orga create clusterrolebinding robot-viewer --clusterrole=org-viewer --serviceaccount=default:robot >/dev/null
+k root:orga create clusterrolebinding robot-access --clusterrole=system:kcp:workspace:access --serviceaccount=default:robot >/dev/null
+k root:orga create token robot -n default --duration=2h >"$OUT/ids/service-account.token"
+
 # ---- the replicator beside the root shard ----------------------------------------------------
 log "starting the user-read replicator beside the root shard"
 "$OUT/bin/replicator" --shard-name=root \
@@ -238,14 +251,16 @@ cache() {
 	curl -sf --max-time 15 --cacert "$root/apiserver.crt" --cert "$W/.kcp-cache/cache-client.crt" \
 		--key "$W/.kcp-cache/cache-client.key" "https://localhost:$port/services/cache$2"
 }
-# Converged at west: the heartbeat of root:readonly says converged, and orga's RBAC is there.
-converged_at_west() {
-	cache west "/shards/root:readonly/clusters/system:cache-heartbeat/apis/cache.kcp.io/v1alpha1/shardheartbeats/root:readonly" |
+# Converged at the fallback's cache: the heartbeat of root:readonly says converged, and orga's RBAC
+# is there.
+FB_CACHE=${FALLBACK_CACHE:-west}
+converged_at_fallback_cache() {
+	cache "$FB_CACHE" "/shards/root:readonly/clusters/system:cache-heartbeat/apis/cache.kcp.io/v1alpha1/shardheartbeats/root:readonly" |
 		python3 -c 'import json,sys; s=json.load(sys.stdin)["spec"]; sys.exit(0 if s.get("converged") and s.get("epoch") else 1)' &&
-		cache west "/shards/root:readonly/clusters/$ORGA/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/victor-viewer" >/dev/null
+		cache "$FB_CACHE" "/shards/root:readonly/clusters/$ORGA/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/victor-viewer" >/dev/null
 }
-until_ok 180 converged_at_west || { log "root:readonly never converged at west; see $W/logs/replicator.log"; exit 1; }
-log "root's user-read partition is converged at west"
+until_ok 180 converged_at_fallback_cache || { log "root:readonly never converged at $FB_CACHE; see $W/logs/replicator.log"; exit 1; }
+log "root's user-read partition is converged at $FB_CACHE"
 
 # ---- the decision table ----------------------------------------------------------------------
 REQS=(
@@ -270,7 +285,11 @@ ask() {
 	for id in "${IDS[@]}"; do
 		name=${id%%=*} subj=${id#*=}
 		local auth=()
-		[ "$subj" != - ] && auth=(--cert "$OUT/ids/$name.crt" --key "$OUT/ids/$name.key")
+		case $subj in
+		-) ;;
+		token) auth=(-H "Authorization: Bearer $(cat "$OUT/ids/$name.token")") ;;
+		*) auth=(--cert "$OUT/ids/$name.crt" --key "$OUT/ids/$name.key") ;;
+		esac
 		for req in "${REQS[@]}"; do
 			rname=${req%%=*} path=${req#*=}
 			code=$(curl -s --max-time 20 --cacert "$CA" "${auth[@]}" -D "$OUT/h" -o "$OUT/b" -w '%{http_code}' "$FP/clusters/$path" || echo 000)
