@@ -11,6 +11,11 @@
 //	ours: <group>/<resource>/<shard>/<cluster>/[<namespace>/]<name>
 //	      <group>/<resource>:<identity>/<shard>/<cluster>/[<namespace>/]<name>
 //
+// A resource of the core group (a CachedResource may publish ConfigMaps)
+// has no group segment in either. Identities are what kcp's cache-server
+// writes under for the resources of CachedResources (an APIExport's own
+// types are kept under customresources whatever identity the path names).
+//
 // CRDs are kept at <group>/<resource>/<shard>/<cluster>/<name> by both. kcp
 // takes the shard and the cluster from the key alone and may store objects
 // without the kcp.io/shard and kcp.io/cluster annotations (its RBAC CRDs,

@@ -32,13 +32,9 @@ func Export(ctx context.Context, kv clientv3.KV, prefix string) (Report, error) 
 	err := scan(ctx, kv, prefix, func(key string) error {
 		r.Keys++
 		segs, _ := segments(prefix, key)
-		shape, _ := shapeOf(segs)
-		switch shape {
+		switch shapeOf(segs) {
 		case shapeOther:
 			r.skip(key)
-			return nil
-		case shapeKCP:
-			r.InPlace++
 			return nil
 		case shapeBookkeeping, shapeCRD:
 			return r.remove(ctx, kv, key)

@@ -1,6 +1,7 @@
 package kcplayout
 
 import (
+	"slices"
 	"strings"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -48,8 +49,14 @@ func (k Key) KCP(prefix string) string {
 	return k.key(prefix, k.Group, resource, identity)
 }
 
-func (k Key) key(prefix string, resourceSegments ...string) string {
-	segs := append([]string{strings.TrimSuffix(prefix, "/")}, resourceSegments...)
+// key joins prefix, the group (none for the core group), the resource's
+// segments and the object's partition, namespace and name.
+func (k Key) key(prefix, group string, resourceSegments ...string) string {
+	segs := []string{strings.TrimSuffix(prefix, "/")}
+	if group != "" {
+		segs = append(segs, group)
+	}
+	segs = append(segs, resourceSegments...)
 	segs = append(segs, k.Shard, k.Cluster)
 	if k.Namespace != "" {
 		segs = append(segs, k.Namespace)
@@ -76,74 +83,96 @@ const (
 	shapeBookkeeping
 	// shapeCRD is a CRD (the same key in both layouts).
 	shapeCRD
-	// shapeOurs is this server's layout; only the value can tell a
-	// namespaced object of ours from a cluster-scoped one of kcp's when
-	// ambiguous is set.
+	// shapeOurs is this server's layout, whatever the value holds.
 	shapeOurs
-	// shapeKCP is kcp's layout.
-	shapeKCP
+	// shapeUnsure is kcp's layout, or one of ours with as many segments:
+	// the value's namespace decides (parse).
+	shapeUnsure
 )
 
-// shapeOf classifies a key by its segments below the prefix. Six segments
-// are ambiguous: a namespaced object of ours (<g>/<r>/<shard>/<cluster>/<ns>/<name>)
-// or a cluster-scoped one of kcp's (<g>/<r>/<x>/<shard>/<cluster>/<name>),
-// unless the resource carries an identity, which only ours writes into
-// that segment; the value decides (parse).
-func shapeOf(segs []string) (shape keyShape, ambiguous bool) {
+// shapeOf classifies a key by its segments below the prefix, without its
+// value. The layouts, by number of segments (<x> is "customresources" or
+// an identity, <id> an identity, [core] a resource of the core group, which
+// has no group segment):
+//
+//	4  ours [core] <r>:<id>/<s>/<c>/<name>
+//	5  ours <g>/<r>/<s>/<c>/<name>, ours [core] <r>:<id>/<s>/<c>/<ns>/<name>,
+//	   kcp [core] <r>/<id>/<s>/<c>/<name>, CRDs of both
+//	6  ours <g>/<r>/<s>/<c>/<ns>/<name>, kcp <g>/<r>/<x>/<s>/<c>/<name>,
+//	   kcp [core] <r>/<id>/<s>/<c>/<ns>/<name>
+//	7  kcp <g>/<r>/<x>/<s>/<c>/<ns>/<name>
+//
+// An identity is a SHA-256 in hex, 64 characters, longer than any resource
+// name (a DNS label, at most 63): five segments whose second is an identity
+// are kcp's; six whose second carries an identity (":") are ours. The
+// bulk of a cache, cluster-scoped objects of ours, needs no value read.
+func shapeOf(segs []string) keyShape {
+	n := len(segs)
 	switch {
-	case len(segs) > 0 && segs[0] == bookkeeping:
-		return shapeBookkeeping, false
-	case len(segs) < 5 || len(segs) > 7 || slicesContainEmpty(segs):
-		return shapeOther, false
+	case n > 0 && segs[0] == bookkeeping:
+		return shapeBookkeeping
+	case n < 4 || n > 7 || slices.Contains(segs, ""):
+		return shapeOther
 	case segs[0] == crdGroup && segs[1] == crdResource:
-		if len(segs) != 5 {
-			return shapeOther, false
+		if n != 5 {
+			return shapeOther
 		}
-		return shapeCRD, false
-	case len(segs) == 5:
-		return shapeOurs, false
-	case len(segs) == 7:
-		return shapeKCP, false
-	case strings.Contains(segs[1], ":"):
-		return shapeOurs, false
-	default:
-		return shapeOurs, true
+		return shapeCRD
+	case n == 4:
+		if !strings.Contains(segs[0], ":") {
+			return shapeOther
+		}
+		return shapeOurs
+	case n == 5 && !isIdentity(segs[1]), n == 6 && strings.Contains(segs[1], ":"):
+		return shapeOurs
 	}
+	return shapeUnsure
 }
 
-func slicesContainEmpty(segs []string) bool {
-	for _, s := range segs {
-		if s == "" {
-			return true
+// isIdentity reports whether s is an identity as kcp makes them: the hex
+// SHA-256 of an APIExport's or a CachedResource's secret.
+func isIdentity(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
 // parse reads the object's Key from its key and the name and namespace its
 // value holds, in whichever layout they agree with; ok is false when they
-// agree with neither, or a segment could not be a shard, a cluster or a
-// resource. fromKCP tells which layout matched; both do for a CRD.
+// agree with neither, or a segment could not be a shard or a cluster.
+// fromKCP tells which layout matched; both do for a CRD.
 func parse(segs []string, m meta) (k Key, fromKCP, ok bool) {
-	shape, _ := shapeOf(segs)
+	shape := shapeOf(segs)
 	n := len(segs)
 	tail := 1
 	if m.Namespace != "" {
 		tail = 2
 	}
-	if shape == shapeOther || shape == shapeBookkeeping || segs[n-1] != m.Name || (m.Namespace != "" && segs[n-2] != m.Namespace) {
+	if shape == shapeOther || shape == shapeBookkeeping || n <= tail || segs[n-1] != m.Name || (m.Namespace != "" && segs[n-2] != m.Namespace) {
 		return Key{}, false, false
 	}
 	head := segs[:n-tail]
-	switch len(head) {
-	case 4: // <g>/<r>/<shard>/<cluster>: ours, or a CRD of either
+	colon := func(s string) bool { return strings.Contains(s, ":") }
+	switch {
+	case len(head) == 3 && colon(head[0]): // ours, core: <r>:<id>/<s>/<c>
+		k = Key{Resource: head[0], Shard: head[1], Cluster: head[2]}
+	case len(head) == 4 && isIdentity(head[1]) && !colon(head[0]): // kcp, core: <r>/<id>/<s>/<c>
+		k = Key{Resource: head[0] + ":" + head[1], Shard: head[2], Cluster: head[3]}
+		fromKCP = true
+	case len(head) == 4 && !colon(head[0]): // ours, or a CRD of either: <g>/<r>/<s>/<c>
 		k = Key{Group: head[0], Resource: head[1], Shard: head[2], Cluster: head[3]}
-		fromKCP = shape == shapeCRD
-	case 5: // <g>/<r>/<x>/<shard>/<cluster>: kcp's
-		if shape == shapeCRD || strings.Contains(head[1], ":") || strings.Contains(head[2], ":") {
+		fromKCP = k.isCRD()
+	case len(head) == 5 && !colon(head[0]) && !colon(head[1]) && !colon(head[2]): // kcp: <g>/<r>/<x>/<s>/<c>
+		k = Key{Group: head[0], Resource: head[1], Shard: head[3], Cluster: head[4]}
+		if k.isCRD() {
 			return Key{}, false, false
 		}
-		k = Key{Group: head[0], Resource: head[1], Shard: head[3], Cluster: head[4]}
 		if head[2] != customResources {
 			k.Resource += ":" + head[2]
 		}
@@ -176,8 +205,7 @@ func Classify(prefix, key string, value []byte) string {
 	if !ok {
 		return LayoutNeither
 	}
-	shape, _ := shapeOf(segs)
-	switch shape {
+	switch shapeOf(segs) {
 	case shapeBookkeeping:
 		return LayoutBookkeeping
 	case shapeOther:

@@ -39,6 +39,14 @@ func TestClassify(t *testing.T) {
 		{"/cache/widgets.example.io/widgets:" + hash + "/root/root/default/w", object("w", "default", nil), LayoutOurs},
 		// A shard named customresources is a shard of ours when the value says so.
 		{"/cache/rbac.authorization.k8s.io/roles/customresources/root/default/r1", object("r1", "default", nil), LayoutOurs},
+		// The core group has no group segment.
+		{"/cache/configmaps/" + hash + "/root/root/default/c1", object("c1", "default", nil), LayoutKCP},
+		{"/cache/namespaces/" + hash + "/root/root/n1", object("n1", "", nil), LayoutKCP},
+		{"/cache/configmaps:" + hash + "/root/root/default/c1", object("c1", "default", nil), LayoutOurs},
+		{"/cache/namespaces:" + hash + "/root/root/n1", object("n1", "", nil), LayoutOurs},
+		// kcp's cache takes any identity a client names; only a hash is told from a resource.
+		{"/cache/example.io/widgets/abc/root/root/w", object("w", "", nil), LayoutKCP},
+		{"/cache/namespaces/abc/root/root/n1", object("n1", "", nil), LayoutOurs},
 		{"/cache/apiextensions.k8s.io/customresourcedefinitions/system:cache:server/system:system-crds/apiexports.apis.kcp.io", object("apiexports.apis.kcp.io", "", nil), LayoutCRD},
 		{"/cache/kcp-cache/epoch", []byte("c6e9"), LayoutBookkeeping},
 		// Neither: the value names another object, is not JSON, or a segment is no name.
@@ -64,6 +72,8 @@ func TestKeysRoundTrip(t *testing.T) {
 		{Group: "apis.kcp.io", Resource: "apiexports", Shard: "root", Cluster: "root", Name: "one"},
 		{Group: "apis.kcp.io", Resource: "apiexports:" + hash, Shard: "shard-1", Cluster: "2abc", Name: "one"},
 		{Group: "rbac.authorization.k8s.io", Resource: "roles", Shard: "root", Cluster: "root", Namespace: "default", Name: "r1"},
+		{Resource: "configmaps:" + hash, Shard: "root", Cluster: "root", Namespace: "default", Name: "c1"},
+		{Resource: "namespaces:" + hash, Shard: "root", Cluster: "root", Name: "n1"},
 	} {
 		m := meta{Name: k.Name, Namespace: k.Namespace}
 		for _, key := range []string{k.Ours("/cache"), k.KCP("/cache/")} {

@@ -13,7 +13,8 @@ import (
 // annotations; a CRD without them gets them in place. A server runs it
 // before it builds any storage (its watch caches cannot start on kcp's
 // layout); on data already in its layout it reads the keys only, and the
-// values of CRDs and of namespaced objects.
+// values of CRDs and of the keys whose segments could be either layout's
+// (namespaced objects of ours; see shapeOf).
 //
 // It is safe while other servers of this project serve the same etcd, and
 // when interrupted: see the package's guarantees.
@@ -22,12 +23,11 @@ func Migrate(ctx context.Context, kv clientv3.KV, prefix string) (Report, error)
 	err := scan(ctx, kv, prefix, func(key string) error {
 		r.Keys++
 		segs, _ := segments(prefix, key)
-		shape, ambiguous := shapeOf(segs)
-		switch {
-		case shape == shapeOther:
+		switch shapeOf(segs) {
+		case shapeOther:
 			r.skip(key)
 			return nil
-		case shape == shapeBookkeeping, shape == shapeOurs && !ambiguous:
+		case shapeBookkeeping, shapeOurs:
 			r.InPlace++
 			return nil
 		}
