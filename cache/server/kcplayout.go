@@ -15,8 +15,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authentication"
+	"github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/kcplayout"
@@ -46,14 +48,17 @@ func migrateKCPLayout(ctx context.Context, client clientv3.KV, prefix string) er
 }
 
 // ExportKCPLayout prepares the data of a stopped server for kcp's
-// cache-server (kcplayout.Export): it starts the embedded etcd alone, when
-// opts have one, on the server's data and ports, brings every object into
-// kcp's layout and deletes what only this server uses; then it removes the
-// files only this server uses from the root directory (the epoch, the
-// admin token and kubeconfig, the embedded etcd's certificates). The
-// serving certificate stays: kcp's cache-server serves with it too, and
-// the shards trust it. It returns what it did, and the files it removed.
-func ExportKCPLayout(ctx context.Context, opts options.CompletedOptions) (kcplayout.Report, []string, error) {
+// cache-server of the release line release (kcplayout.Export): it starts
+// the embedded etcd alone, when opts have one, on the server's data and
+// ports, brings every object into kcp's layout and deletes what only this
+// server uses, the CRDs of the types kcp's cache-server of that line does
+// not declare among them (the heartbeats', the other line's) when they
+// hold no objects; then it removes the files only this server uses from
+// the root directory (the epoch, the admin token and kubeconfig, the
+// embedded etcd's certificates). The serving certificate stays: kcp's
+// cache-server serves with it too, and the shards trust it. It returns
+// what it did, and the files it removed.
+func ExportKCPLayout(ctx context.Context, opts options.CompletedOptions, release kcpcache.KcpRelease) (kcplayout.Report, []string, error) {
 	if opts.EmbeddedEtcd.Enabled && opts.EmbeddedEtcd.Storage == options.StorageMemory {
 		return kcplayout.Report{}, nil, fmt.Errorf("--storage=%s keeps no data to export", options.StorageMemory)
 	}
@@ -63,7 +68,13 @@ func ExportKCPLayout(ctx context.Context, opts options.CompletedOptions) (kcplay
 	if err := applyEmbeddedEtcd(opts.EmbeddedEtcd, root, &etcdOpts, &derived); err != nil {
 		return kcplayout.Report{}, nil, err
 	}
-	report, err := exportKCPLayout(ctx, derived.embeddedEtcd, etcdOpts.StorageConfig)
+	ours := map[string]bool{bootstrap.HeartbeatCRD().Name: true}
+	for _, t := range kcpcache.KcpTypes() {
+		if !t.UsedBy(release) {
+			ours[t.Name()] = true
+		}
+	}
+	report, err := exportKCPLayout(ctx, derived.embeddedEtcd, etcdOpts.StorageConfig, func(name string) bool { return ours[name] })
 	if err != nil || root == "" {
 		return report, nil, err
 	}
@@ -71,7 +82,7 @@ func ExportKCPLayout(ctx context.Context, opts options.CompletedOptions) (kcplay
 	return report, removed, err
 }
 
-func exportKCPLayout(ctx context.Context, embedded *embeddedetcd.Config, storage storagebackend.Config) (kcplayout.Report, error) {
+func exportKCPLayout(ctx context.Context, embedded *embeddedetcd.Config, storage storagebackend.Config, removeCRD func(string) bool) (kcplayout.Report, error) {
 	if embedded != nil {
 		etcd, err := embeddedetcd.Start(ctx, *embedded)
 		if err != nil {
@@ -84,7 +95,7 @@ func exportKCPLayout(ctx context.Context, embedded *embeddedetcd.Config, storage
 		return kcplayout.Report{}, err
 	}
 	defer func() { _ = client.Close() }()
-	return kcplayout.Export(ctx, client, storage.Prefix)
+	return kcplayout.Export(ctx, client, storage.Prefix, removeCRD)
 }
 
 // removeOwnFiles removes from root what only this server writes there. The

@@ -3,6 +3,7 @@ package kcplayout
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -11,24 +12,23 @@ import (
 
 // Export brings every object below prefix into kcp's cache-server's
 // layout, for kcp's cache-server to take over the data: kcp's reads only
-// its own layout, and would serve empty partitions until every shard
-// pushed its objects again, while this server's keys stayed behind. It
-// also deletes what only this server uses, which kcp's would never read or
-// remove:
-//   - its bookkeeping (the epoch marker, the home claims);
-//   - the shards' heartbeats (this project's hook writes them, kcp does not
-//     read them);
-//   - the CRDs: kcp's cache-server declares its own types again at every
-//     start (it creates a missing CRD and overwrites an existing one), and
-//     a type only this server declares (the heartbeats, kcp main's types
-//     for a kcp v0.32 cache) would otherwise stay declared.
+// its own layout, and would serve empty partitions while this server's
+// keys stayed behind. It also deletes what only this server uses, which
+// kcp's would never read or remove: its bookkeeping (the epoch marker, the
+// home claims), the shards' heartbeats (this project's hook writes them,
+// kcp does not read them), and the CRDs removeCRD names that declare a
+// type holding no objects (the heartbeats', the types of a kcp release
+// line kcp's cache-server does not serve). The other CRDs stay: kcp's
+// cache-server overwrites each with its own declaration at start, and the
+// shards' informers on the cache's CRDs see an update, not a deletion.
 //
 // Objects keep their values: kcp's reads them as stored, with the
 // partition taken from the key. The server must be stopped: it would see
 // its objects disappear. Export is safe to run again, and when
 // interrupted: see the package's guarantees.
-func Export(ctx context.Context, kv clientv3.KV, prefix string) (Report, error) {
+func Export(ctx context.Context, kv clientv3.KV, prefix string, removeCRD func(name string) bool) (Report, error) {
 	var r Report
+	var crds []string
 	err := scan(ctx, kv, prefix, func(key string) error {
 		r.Keys++
 		segs, _ := segments(prefix, key)
@@ -36,12 +36,56 @@ func Export(ctx context.Context, kv clientv3.KV, prefix string) (Report, error) 
 		case shapeOther:
 			r.skip(key)
 			return nil
-		case shapeBookkeeping, shapeCRD:
+		case shapeBookkeeping:
 			return r.remove(ctx, kv, key)
+		case shapeCRD:
+			crds = append(crds, key)
+			return nil
 		}
 		return r.exportOne(ctx, kv, prefix, key, segs)
 	})
-	return r, err
+	if err != nil {
+		return r, err
+	}
+	// After the objects moved: whether a type holds any is known now.
+	for _, key := range crds {
+		segs, _ := segments(prefix, key)
+		name := segs[len(segs)-1]
+		if removeCRD == nil || !removeCRD(name) {
+			r.InPlace++
+			continue
+		}
+		empty, err := holdsNothing(ctx, kv, prefix, name)
+		if err != nil {
+			return r, err
+		}
+		if !empty {
+			r.InPlace++
+			continue
+		}
+		if err := r.remove(ctx, kv, key); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// holdsNothing reports whether no object of the CRD named name
+// ("<plural>.<group>") is below prefix, in either layout, with or without
+// an identity.
+func holdsNothing(ctx context.Context, kv clientv3.KV, prefix, name string) (bool, error) {
+	plural, group, _ := strings.Cut(name, ".")
+	base := strings.TrimSuffix(prefix, "/") + "/" + group + "/" + plural
+	for _, p := range []string{base + "/", base + ":"} {
+		resp, err := kv.Get(ctx, p, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return false, fmt.Errorf("counting the objects below %s: %w", p, err)
+		}
+		if resp.Count > 0 {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // exportOne moves one object of this server's layout to kcp's, or deletes

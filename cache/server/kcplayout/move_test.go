@@ -95,24 +95,35 @@ func TestMigrateAndExport(t *testing.T) {
 		t.Errorf("Migrate again wrote: revision %d, then %d", rev, got)
 	}
 
-	// Back to kcp's layout: the objects as they are now, without the CRD,
-	// the heartbeats and the bookkeeping.
+	// Back to kcp's layout: the objects as they are now, without the
+	// heartbeats, the bookkeeping and the CRDs only this server declares.
 	put(t, kv, map[string]string{
 		prefix + "/kcp-cache/epoch": "c6e9",
 		prefix + "/cache.kcp.io/shardheartbeats/root/system:cache-heartbeat/root": string(object("root", "", map[string]string{"kcp.io/shard": "root", "kcp.io/cluster": "system:cache-heartbeat"})),
 	})
-	r, err = Export(testContext(t), kv, prefix)
+	put(t, kv, map[string]string{
+		prefix + "/apiextensions.k8s.io/customresourcedefinitions/system:cache:server/system:system-crds/shardheartbeats.cache.kcp.io": string(object("shardheartbeats.cache.kcp.io", "", nil)),
+		prefix + "/apiextensions.k8s.io/customresourcedefinitions/system:cache:server/system:system-crds/gadgets.example.io":           string(object("gadgets.example.io", "", nil)),
+		prefix + "/example.io/gadgets:" + hash + "/root/root/g":                                                                        string(object("g", "", root)),
+	})
+	// The heartbeats' CRD and that of gadgets are this server's alone;
+	// gadgets hold an object, so their CRD stays.
+	removeCRD := func(name string) bool { return name == "shardheartbeats.cache.kcp.io" || name == "gadgets.example.io" }
+	r, err = Export(testContext(t), kv, prefix, removeCRD)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Moved != 4 || r.Removed != 3 || r.Skipped != 3 {
-		t.Errorf("Export: %+v; want 4 moved, 3 removed, 3 skipped", r)
+	if r.Moved != 5 || r.Removed != 3 || r.Skipped != 3 {
+		t.Errorf("Export: %+v; want 5 moved, 3 removed (the marker, the heartbeat and its CRD), 3 skipped", r)
 	}
 	want = map[string]string{
-		prefix + "/apis.kcp.io/apiexports/customresources/shard-1/2abc/one":         string(object("one", "", shard1)),
-		prefix + "/rbac.authorization.k8s.io/roles/customresources/root/root/ns/r1": string(object("r1", "ns", root)),
-		prefix + "/example.io/widgets/" + hash + "/root/root/ns/w1":                 string(object("w1", "ns", root)),
-		prefix + "/configmaps/" + hash + "/root/root/ns/c1":                         string(object("c1", "ns", root)),
+		prefix + "/apiextensions.k8s.io/customresourcedefinitions/system:cache:server/system:system-crds/roles.rbac.authorization.k8s.io": string(object("roles.rbac.authorization.k8s.io", "", map[string]string{"kcp.io/shard": "system:cache:server", "kcp.io/cluster": "system:system-crds"})),
+		prefix + "/apiextensions.k8s.io/customresourcedefinitions/system:cache:server/system:system-crds/gadgets.example.io":              string(object("gadgets.example.io", "", nil)),
+		prefix + "/example.io/gadgets/" + hash + "/root/root/g":                                                                           string(object("g", "", root)),
+		prefix + "/apis.kcp.io/apiexports/customresources/shard-1/2abc/one":                                                               string(object("one", "", shard1)),
+		prefix + "/rbac.authorization.k8s.io/roles/customresources/root/root/ns/r1":                                                       string(object("r1", "ns", root)),
+		prefix + "/example.io/widgets/" + hash + "/root/root/ns/w1":                                                                       string(object("w1", "ns", root)),
+		prefix + "/configmaps/" + hash + "/root/root/ns/c1":                                                                               string(object("c1", "ns", root)),
 	}
 	maps.Copy(want, neither)
 	assertContents(t, kv, want)

@@ -36,7 +36,7 @@ what kcp's flags do here is in [kcp.md](kcp.md#kcps-flags). A few are accepted f
 have no effect; their help says so, and the server logs each one that is set at start. Flags of a
 shard that mounts a cache (` + "`--run-cache-server`" + `, ...) are in
 [kcp.md](kcp.md#mounting-the-cache-in-a-kcp-shard-kcps-in-process-cache). The flags of the
-subcommands ` + "`backup` and `restore`" + ` follow the server's.
+subcommands ` + "`backup`, `restore` and `export-kcp-layout`" + ` follow the server's.
 `)
 	if err := command.WriteMarkdown(&b, FlagSets()); err != nil {
 		return nil, err
@@ -49,6 +49,9 @@ subcommands ` + "`backup` and `restore`" + ` follow the server's.
 			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewBackupOptions().AddFlags},
 		{"cache-server restore", "Restores a backup into a stopped server's data directory " +
 			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewRestoreOptions().AddFlags},
+		{"cache-server export-kcp-layout", "Prepares a stopped server's data for kcp's cache-server " +
+			"([operations.md](operations.md#moving-from-kcps-cache-server-and-back)). It takes every flag of the server above, " +
+			"with the server's values, and this one of its own. The Logging flags above apply too.", NewExportKCPLayoutOptions().AddFlags},
 	} {
 		if err := command.WriteSubcommandMarkdown(&b, sub.line, sub.summary, command.FlagSets(sub.addFlags)); err != nil {
 			return nil, err
