@@ -274,21 +274,23 @@ switch_to() {
 	rm -f "$STATE/stopped"
 	if until_ok "${READY_TIMEOUT:-300}" cache_ready; then
 		t_ready=$(now_ms)
-		result "$from→$which: $(name "$which") ready (/readyz 200)" "$(secs "$t0" "$t_ready") s after SIGTERM"
+		result "$from→$which: $(name "$which") ready (/readyz 200)" "$(secs "$t0" "$t_ready") s after SIGTERM ($(secs "$t_stopped" "$t_ready") s after $(name "$from") exited)"
 	else
 		result "$from→$which: $(name "$which") ready (/readyz 200)" "NOT READY in ${READY_TIMEOUT:-300} s"
 	fi
 	phase "$which"
 	local conv
 	if conv=$(converged "$t0"); then
-		result "$from→$which: every shard's partition converged" "$conv after SIGTERM"
+		local after_exit
+		after_exit=$(awk -v c="${conv% s}" -v a="$t0" -v b="$t_stopped" 'BEGIN{printf "%.1f", c-(b-a)/1000}')
+		result "$from→$which: every shard's partition converged" "$conv after SIGTERM ($after_exit s after $(name "$from") exited)"
 	else
 		result "$from→$which: every shard's partition converged" "NOT CONVERGED in ${CONVERGE_TIMEOUT:-5m} (see $OUT/converged.out)"
 	fi
 	if [ "$which" = ours ]; then
 		local mig
 		mig=$(grep -h "kcp's cache-server's layout" "$(ls -t "$STATE"/cache-*-ours.log | head -1)" | tail -1 |
-			grep -o 'moved=[0-9]*\|annotated=[0-9]*\|skipped=[0-9]*\|duration="[^"]*"' | paste -sd' ' - || true)
+			grep -o ' moved=[0-9]*\| annotated=[0-9]*\| superseded=[0-9]*\| skipped=[0-9]*\| duration="[^"]*"' | paste -sd' ' - || true)
 		result "$from→$which: our cache-server's move of kcp's layout at start" "${mig:-not logged}"
 	fi
 	return 0
