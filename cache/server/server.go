@@ -102,6 +102,11 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	if s.etcdClient, err = newEtcdClient(c.derived.storage.Transport); err != nil {
 		return nil, err
 	}
+	// Before any storage is built: the watch caches cannot start on the
+	// layout kcp's cache-server left (kcplayout.Migrate).
+	if err := migrateKCPLayout(ctx, s.etcdClient, c.derived.storage.Prefix); err != nil {
+		return nil, err
+	}
 	if s.epoch, err = epoch.NewKeeper(s.etcdClient, c.derived.storage.Prefix, c.derived.epochFile); err != nil {
 		return nil, err
 	}

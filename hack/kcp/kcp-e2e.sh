@@ -87,6 +87,14 @@ env_start() {
 			KCP_REGIONS_CACHE_BIN="$OUT/bin/kcp-cache-server" KCP_REGIONS_KCP_BIN="$KCP_DIR/bin/kcp"
 			KCP_REGIONS_VW_BIN="$KCP_DIR/bin/virtual-workspaces" KCP_REGIONS_CACHE_ARGS="${CACHE_ARGS:-}")
 		;;
+	switch)
+		# kcp's cache-server, then ours, then kcp's again, on one root directory: a supervisor
+		# runs the one hack/kcp/kcp-cache-switch.sh names (see its header).
+		shim switch-cache-server "$HERE/hack/kcp/kcp-cache-switch.sh" supervise
+		cache_bin="$OUT/bin/switch-cache-server"
+		assets=(KCP_SWITCH_KCP_BIN="$KCP_DIR/bin/cache-server" KCP_SWITCH_OURS_BIN="$OUT/bin/kcp-cache-server"
+			KCP_SWITCH_CACHE_ARGS="${CACHE_ARGS:-}")
+		;;
 	single-off | single-on)
 		env_start_single "$which"
 		return
@@ -181,6 +189,7 @@ env_stop() {
 	procs=$(descendants "$env_pid")
 	# The regions environment's supervisors and their processes (a stopped one has no parent).
 	[ -d "$env_work/.kcp-regions" ] && procs="$procs $("$HERE/hack/kcp/kcp-regions.sh" pids "$env_work")"
+	[ -d "$env_work/.kcp-switch" ] && procs="$procs $("$HERE/hack/kcp/kcp-cache-switch.sh" pids "$env_work")"
 	kill -TERM "$env_pid" 2>/dev/null || true
 	for _ in $(seq 60); do kill -0 "$env_pid" 2>/dev/null || break; sleep 1; done
 	kill -KILL "$env_pid" $procs 2>/dev/null || true

@@ -38,7 +38,7 @@ func NewStorageDecorator(trim HistoryTrim, majority Majority) generic.StorageDec
 		if err != nil {
 			return nil, nil, err
 		}
-		source := newCacherSource(raw, trim, majority)
+		source := newCacherSource(raw, config.GroupResource.String(), trim, majority)
 
 		cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
 			Storage:             source,

@@ -72,6 +72,9 @@ type cacherSource struct {
 	// watch through a lost majority (majority.go); nil otherwise.
 	majority Majority
 
+	// unpartitioned leaves out objects the watch cache could not key.
+	unpartitioned *unpartitioned
+
 	mu        sync.Mutex
 	deletes   int
 	lastEvent time.Time
@@ -86,24 +89,28 @@ type cacherSource struct {
 // watchlist.DoesClientNotSupportWatchListSemantics.
 func (*cacherSource) IsWatchListSemanticsUnSupported() bool { return true }
 
-func newCacherSource(raw storage.Interface, trim HistoryTrim, majority Majority) *cacherSource {
+func newCacherSource(raw storage.Interface, resource string, trim HistoryTrim, majority Majority) *cacherSource {
 	trim = trim.withDefaults()
-	return &cacherSource{Interface: raw, trim: trim, majority: majority, lastEvent: trim.Clock.Now()}
+	return &cacherSource{Interface: raw, trim: trim, majority: majority, lastEvent: trim.Clock.Now(), unpartitioned: &unpartitioned{resource: resource}}
 }
 
 // Watch wraps the cacher's own watch (the only caller that asks etcd for
 // progress notifications; watches the cache delegates to etcd never do) so
-// that its events are counted and it can be ended.
+// that its events are counted, it can be ended, and objects the cache
+// cannot key are left out (unpartitioned.go).
 func (s *cacherSource) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
-	w, err := s.Interface.Watch(unscopedStorageContext(ctx), key, opts)
-	if err != nil || !opts.ProgressNotify {
-		return w, err
+	if !opts.ProgressNotify {
+		return s.Interface.Watch(unscopedStorageContext(ctx), key, opts)
+	}
+	w, err := s.watch(ctx, key, opts)
+	if err != nil {
+		return nil, err
 	}
 	if s.majority != nil {
 		w = newMajorityWatch(ctx, w, opts.ResourceVersion, s.majority, func(rv string) (watch.Interface, error) {
 			resumed := opts
 			resumed.ResourceVersion = rv
-			return s.Interface.Watch(unscopedStorageContext(ctx), key, resumed)
+			return s.watch(ctx, key, resumed)
 		})
 	}
 	if s.trim.MinDeletes < 0 {
@@ -116,13 +123,26 @@ func (s *cacherSource) Watch(ctx context.Context, key string, opts storage.ListO
 	return tw, nil
 }
 
+// watch is the cacher's raw watch, without the objects it cannot key.
+func (s *cacherSource) watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	w, err := s.Interface.Watch(unscopedStorageContext(ctx), key, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.unpartitioned.filterWatch(w), nil
+}
+
 // GetList serves the watch cache's own list, its consistency checks and
-// the reads it delegates to storage; see unscopedStorageContext.
+// the reads it delegates to storage; see unscopedStorageContext. Objects
+// the cache cannot key are left out (unpartitioned.go).
 func (s *cacherSource) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
 	if err := s.needMajority(); err != nil {
 		return err
 	}
-	return s.Interface.GetList(unscopedStorageContext(ctx), key, opts, listObj)
+	if err := s.Interface.GetList(unscopedStorageContext(ctx), key, opts, listObj); err != nil {
+		return err
+	}
+	return s.unpartitioned.filterList(listObj)
 }
 
 // Stats counts the objects in etcd, which needs the majority; without it,

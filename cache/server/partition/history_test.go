@@ -37,7 +37,7 @@ func next(t *testing.T, ch <-chan watch.Event) (watch.Event, bool) {
 func TestHistoryIsReleasedAfterMassDeletionAndQuiet(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Now())
 	fake := watch.NewFake()
-	s := newCacherSource(watchSource{fake: fake}, HistoryTrim{MinDeletes: 3, Idle: time.Minute, Clock: clock}, nil)
+	s := newCacherSource(watchSource{fake: fake}, "things", HistoryTrim{MinDeletes: 3, Idle: time.Minute, Clock: clock}, nil)
 
 	if w, _ := s.Watch(context.Background(), "/p", storage.ListOptions{}); w != watch.Interface(fake) {
 		t.Fatalf("a watch without progress notifications (a client's) was wrapped")
@@ -46,7 +46,7 @@ func TestHistoryIsReleasedAfterMassDeletionAndQuiet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	obj := &metav1.PartialObjectMetadata{}
+	obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"kcp.io/shard": "s", "kcp.io/cluster": "c"}}}
 	for i := 0; i < 2; i++ {
 		go fake.Delete(obj)
 		if ev, _ := next(t, w.ResultChan()); ev.Type != watch.Deleted {

@@ -36,9 +36,10 @@ below and are logged at start when set.
 
 Subcommands: "cache-server backup --to FILE" takes a backup of a running
 server's embedded etcd; "cache-server restore --from FILE" puts one into a
-stopped server's data directory. Each has its own --help.`,
+stopped server's data directory; "cache-server export-kcp-layout" prepares a
+stopped server's data for kcp's cache-server. Each has its own --help.`,
 	}
-	cmd.AddCommand(newBackupCommand(), newRestoreCommand())
+	cmd.AddCommand(newBackupCommand(), newRestoreCommand(), newExportKCPLayoutCommand())
 	return command.New(cmd, opts.AddFlags, func(ctx context.Context) error {
 		completed, err := opts.Complete()
 		if err != nil {

@@ -37,7 +37,7 @@ what kcp's flags do here is in [kcp.md](kcp.md#kcps-flags). A few are accepted f
 have no effect; their help says so, and the server logs each one that is set at start. Flags of a
 shard that mounts a cache (` + "`--run-cache-server`" + `, ...) are in
 [kcp.md](kcp.md#mounting-the-cache-in-a-kcp-shard-kcps-in-process-cache). The flags of the
-subcommands ` + "`backup` and `restore`" + ` follow the server's, and last those of
+subcommands ` + "`backup`, `restore` and `export-kcp-layout`" + ` follow the server's, and last those of
 ` + "`examples/replicator`" + `, which runs beside a stock kcp shard
 ([kcp.md](kcp.md#user-read-partitions-what-users-read-in-marked-workspaces)).
 `)
@@ -52,6 +52,9 @@ subcommands ` + "`backup` and `restore`" + ` follow the server's, and last those
 			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewBackupOptions().AddFlags},
 		{"cache-server restore", "Restores a backup into a stopped server's data directory " +
 			"([storage.md](storage.md#backup-and-restore)). The Logging flags above apply too.", NewRestoreOptions().AddFlags},
+		{"cache-server export-kcp-layout", "Prepares a stopped server's data for kcp's cache-server " +
+			"([operations.md](operations.md#moving-from-kcps-cache-server-and-back)). It takes every flag of the server above, " +
+			"with the server's values, and this one of its own. The Logging flags above apply too.", NewExportKCPLayoutOptions().AddFlags},
 		{"replicator", "The binary `examples/replicator`: beside a stock kcp shard, it pushes what users read in the " +
 			"marked workspaces into the shard's user-read partition `<shard-name>:readonly`, with that partition's heartbeat " +
 			"([kcp.md](kcp.md#user-read-partitions-what-users-read-in-marked-workspaces)). The Logging flags above apply too; " +

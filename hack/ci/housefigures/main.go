@@ -49,7 +49,7 @@ var rank = map[string]int{
 	"apiextensions_kcp.go": 0, "apiextensions_upstream.go": 0, "crdlister_kcp.go": 0,
 	"config.go": 1,
 	"apply.go":  2,
-	"loops.go":  3, "plane.go": 3, "handler.go": 3, "hierarchy.go": 3, "backup.go": 3,
+	"loops.go":  3, "plane.go": 3, "handler.go": 3, "hierarchy.go": 3, "backup.go": 3, "kcplayout.go": 3,
 	"server.go": 4,
 	"mount.go":  5,
 }

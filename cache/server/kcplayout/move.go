@@ -1,0 +1,187 @@
+package kcplayout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+const (
+	// pageSize is how many keys one read of the scan returns.
+	pageSize = 1000
+	// maxAttempts bounds the retries of one key whose revision changed
+	// between its read and its transaction (another server writing it).
+	maxAttempts = 10
+	// maxScans bounds the restarts of a scan whose revision was compacted
+	// under it.
+	maxScans = 3
+	// maxExamples is how many skipped keys a Report names.
+	maxExamples = 10
+)
+
+// Report counts what a Migrate or an Export found and did.
+type Report struct {
+	// Keys is how many keys below the prefix were scanned.
+	Keys int
+	// InPlace is how many objects were already in the target layout.
+	InPlace int
+	// Moved is how many objects moved to the target layout.
+	Moved int
+	// Annotated is how many objects got their partition annotations
+	// (Migrate: CRDs kcp's cache-server stored without them).
+	Annotated int
+	// Superseded is how many objects were found at both keys, the older
+	// of which was deleted.
+	Superseded int
+	// Removed is how many keys only this server uses were deleted (Export).
+	Removed int
+	// Skipped is how many keys are in neither layout; they were left.
+	Skipped int
+	// SkippedExamples are the first of them.
+	SkippedExamples []string
+}
+
+func (r *Report) skip(key string) {
+	r.Skipped++
+	if len(r.SkippedExamples) < maxExamples {
+		r.SkippedExamples = append(r.SkippedExamples, key)
+	}
+}
+
+// KeysAndValues are r's counts, for a structured log line.
+func (r Report) KeysAndValues() []any {
+	kv := []any{"keys", r.Keys, "inPlace", r.InPlace, "moved", r.Moved, "annotated", r.Annotated,
+		"superseded", r.Superseded, "removed", r.Removed, "skipped", r.Skipped}
+	if r.Skipped > 0 {
+		kv = append(kv, "skippedExamples", r.SkippedExamples)
+	}
+	return kv
+}
+
+// Changed reports whether anything was written.
+func (r Report) Changed() bool {
+	return r.Moved+r.Annotated+r.Superseded+r.Removed > 0
+}
+
+// scan calls visit with every key below prefix, read keys only, in pages
+// at one revision: the keys a visit writes (an object moved further on in
+// key order) are not visited again. A revision compacted during the scan
+// starts it again; visits are idempotent.
+func scan(ctx context.Context, kv clientv3.KV, prefix string, visit func(key string) error) error {
+	start := strings.TrimSuffix(prefix, "/") + "/"
+	end := clientv3.GetPrefixRangeEnd(start)
+	for attempt := 1; ; attempt++ {
+		err := scanOnce(ctx, kv, start, end, visit)
+		if !errors.Is(err, rpctypes.ErrCompacted) || attempt == maxScans {
+			return err
+		}
+	}
+}
+
+func scanOnce(ctx context.Context, kv clientv3.KV, start, end string, visit func(key string) error) error {
+	var rev int64
+	for from := start; ; {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := kv.Get(ctx, from, opts...)
+		if err != nil {
+			return fmt.Errorf("listing the keys below %s: %w", start, err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, item := range resp.Kvs {
+			if err := visit(string(item.Key)); err != nil {
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return nil
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// moveResult is what move did with one object.
+type moveResult int
+
+const (
+	// moveGone: the source key was gone when read (moved by another run).
+	moveGone moveResult = iota
+	// moveMoved: the object is now at the destination only.
+	moveMoved
+	// moveSuperseded: the destination held a later write; the source was
+	// deleted.
+	moveSuperseded
+)
+
+// move moves the object at src to dst in one transaction, with convert
+// applied to its value, unless dst holds a later write, which is kept. Both
+// keys are read together, and the transaction holds only if neither
+// changed since; otherwise they are read again.
+func move(ctx context.Context, kv clientv3.KV, src, dst string, convert func([]byte) ([]byte, error)) (moveResult, error) {
+	for range maxAttempts {
+		read, err := kv.Txn(ctx).Then(clientv3.OpGet(src), clientv3.OpGet(dst)).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("reading %s and %s: %w", src, dst, err)
+		}
+		from, to := only(read.Responses[0].GetResponseRange().Kvs), only(read.Responses[1].GetResponseRange().Kvs)
+		if from == nil {
+			return moveGone, nil
+		}
+		var toRev int64
+		if to != nil {
+			toRev = to.ModRevision
+		}
+		unchanged := []clientv3.Cmp{
+			clientv3.Compare(clientv3.ModRevision(src), "=", from.ModRevision),
+			clientv3.Compare(clientv3.ModRevision(dst), "=", toRev),
+		}
+		if to != nil && to.ModRevision > from.ModRevision {
+			resp, err := kv.Txn(ctx).If(unchanged...).Then(clientv3.OpDelete(src)).Commit()
+			if err != nil {
+				return 0, fmt.Errorf("deleting %s, superseded by %s: %w", src, dst, err)
+			}
+			if resp.Succeeded {
+				return moveSuperseded, nil
+			}
+			continue
+		}
+		value, err := convert(from.Value)
+		if err != nil {
+			return 0, fmt.Errorf("converting %s: %w", src, err)
+		}
+		resp, err := kv.Txn(ctx).If(unchanged...).Then(clientv3.OpPut(dst, string(value)), clientv3.OpDelete(src)).Commit()
+		if err != nil {
+			return 0, fmt.Errorf("moving %s to %s: %w", src, dst, err)
+		}
+		if resp.Succeeded {
+			return moveMoved, nil
+		}
+	}
+	return 0, fmt.Errorf("moving %s to %s: it changed under %d attempts", src, dst, maxAttempts)
+}
+
+func only(kvs []*mvccpb.KeyValue) *mvccpb.KeyValue {
+	if len(kvs) == 0 {
+		return nil
+	}
+	return kvs[0]
+}
+
+// count records a move's result in r.
+func (r *Report) count(res moveResult) {
+	switch res {
+	case moveMoved:
+		r.Moved++
+	case moveSuperseded:
+		r.Superseded++
+	}
+}
