@@ -15,6 +15,10 @@
 #
 #   hack/kcp/kcp-region-outage.sh /path/to/kcp        # kcp's binaries in KCP_DIR/bin (see kcp-e2e.sh)
 #   SKIP_KCP_BUILD=1 hack/kcp/kcp-region-outage.sh /path/to/kcp
+#   FRONT_PROXY_BIN=/path/kcp-front-proxy hack/kcp/kcp-region-outage.sh /path/to/kcp
+#       # kcp's front-proxy built with hack/kcp/kcp-front-proxy-fallback.patch, its read-only
+#       # fallback reading west, and examples/replicator keeping the root shard's user-read
+#       # partition for root and root:provider (docs/fallback.md): the users' rows change
 #
 # The environment uses kcp's fixed ports; the script holds /tmp/kcp-ports.lock while it runs.
 set -euo pipefail
@@ -30,8 +34,24 @@ KCP_E2E_LIB=1
 # shellcheck source=hack/kcp/kcp-e2e.sh
 source "$HERE/hack/kcp/kcp-e2e.sh" "$@"
 
+REPLICATOR_PID=""
+if [ -n "${FRONT_PROXY_BIN:-}" ]; then
+	log "building the user-read replicator; the front-proxy is $FRONT_PROXY_BIN with its fallback reading west"
+	(cd "$HERE" && CGO_ENABLED=0 go build -o "$OUT/bin/replicator" ./examples/replicator)
+	cat >"$OUT/bin/fallback-front-proxy" <<EOF
+#!/usr/bin/env bash
+for a in "\$@"; do case \$a in --root-directory=*) work=\$(dirname "\${a#--root-directory=}") ;; esac; done
+exec $(printf %q "$FRONT_PROXY_BIN") "\$@" --cache-fallback-kubeconfig="\$work/.kcp-cache-west/cache.kubeconfig"
+EOF
+	chmod +x "$OUT/bin/fallback-front-proxy"
+	export KCP_ASSET_KCP_FRONT_PROXY="$OUT/bin/fallback-front-proxy"
+fi
 env_start regions
-trap env_stop EXIT
+cleanup() {
+	[ -n "$REPLICATOR_PID" ] && kill "$REPLICATOR_PID" 2>/dev/null || true
+	env_stop
+}
+trap cleanup EXIT
 W=$env_work
 REGIONS="$HERE/hack/kcp/kcp-regions.sh"
 RESULTS="$OUT/outage.tsv"
@@ -174,6 +194,17 @@ for w in w1 w2; do
 	printf 'apiVersion: example.io/v1\nkind: Widget\nmetadata: {name: %s, namespace: default}\nspec: {size: 1}\n' "$w" |
 		k root:consumer create -f - >/dev/null
 done
+if [ -n "${FRONT_PROXY_BIN:-}" ]; then
+	"$OUT/bin/replicator" --shard-name=root --kubeconfig="$W/.kcp-0/admin.kubeconfig" \
+		--cache-kubeconfig="$W/.kcp-cache/cache.kubeconfig" --user-read-workspaces=root,root:provider \
+		>"$W/logs/replicator.log" 2>&1 &
+	REPLICATOR_PID=$!
+	user_read_at_west() {
+		cache west "/shards/root:readonly/clusters/system:cache-heartbeat/apis/cache.kcp.io/v1alpha1/shardheartbeats/root:readonly" |
+			tail -n +2 | python3 -c 'import json,sys; s=json.load(sys.stdin)["spec"]; sys.exit(0 if s.get("converged") and s.get("epoch") else 1)'
+	}
+	until_ok 180 user_read_at_west
+fi
 # The export and its schema reach west through east's mirror.
 provider_exports_at_west() { [ "$(cache west "/shards/root/clusters/$PROVIDER/apis/apis.kcp.io/v1alpha2/apiexports" | count)" = 2 ]; }
 until_ok 120 provider_exports_at_west
@@ -201,6 +232,7 @@ run_checks() {
 	check "$phase" "west: root's APIExports, consistent read" code_is 200 cache west "/shards/root/clusters/$PROVIDER/apis/apis.kcp.io/v1alpha2/apiexports"
 	check "$phase" "read root:provider's APIExport (front-proxy)" k root:provider get apiexport widgets.example.io -o name
 	check "$phase" "list workspaces in root (front-proxy)" k root get workspaces -o name
+	check "$phase" "list ClusterRoleBindings in root:provider (front-proxy)" k root:provider get clusterrolebindings -o name
 	check "$phase" "bind gadgets.example.io in root:consumer" bash -c "$(declare -f k binding); W=$W; binding gadgets | k root:consumer apply -f - -o name"
 	check "$phase" "create workspace root:new-$n (on the root shard)" bash -c "$(declare -f k); W=$W; printf 'apiVersion: tenancy.kcp.io/v1alpha1\nkind: Workspace\nmetadata: {name: new-$n}\n' | k root create -f - -o name"
 	check "$phase" "create workspace root:consumer:child-$n (on shard-1)" bash -c "$(declare -f k); W=$W; printf 'apiVersion: tenancy.kcp.io/v1alpha1\nkind: Workspace\nmetadata: {name: child-$n}\nspec: {location: {selector: {matchLabels: {name: shard-1}}}}\n' | k root:consumer create -f - -o name"
