@@ -42,6 +42,8 @@ func (r *Registry) WatchCRDs(ctx context.Context, informer cache.SharedIndexInfo
 		}
 		r.Unregister(ctx, schema.GroupResource{Group: crd.Spec.Group, Resource: ResourceFromCRD(crd).Resource})
 	}
+	store := informer.GetStore()
+	r.crds.Store(&store)
 	synced := r.AddSource()
 	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    apply,
@@ -67,4 +69,19 @@ func IsEstablished(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		}
 	}
 	return false
+}
+
+// establishedCRD reports whether the CRD informer holds an Established CRD
+// of gr that is not being deleted.
+func (r *Registry) establishedCRD(gr schema.GroupResource) bool {
+	store := r.crds.Load()
+	if store == nil {
+		return false
+	}
+	obj, ok, err := (*store).GetByKey(gr.String())
+	if err != nil || !ok {
+		return false
+	}
+	crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+	return ok && IsEstablished(crd) && crd.DeletionTimestamp == nil
 }

@@ -60,6 +60,14 @@ func (r *Registry) Handler(delegate http.Handler) http.Handler {
 				r.serveUnknownIdentityHash(w, req, sibling, info, gr)
 				return
 			}
+			// Upstream's handler sees a CRD Established on its own
+			// informer's event, this registry on another: in between, the
+			// delegate would serve the type itself, storing outside every
+			// partition what the data plane would never show.
+			if r.establishedCRD(gr) {
+				unavailable(w, req, gv, gr, "the type's CRD is established and the cache is about to serve it")
+				return
+			}
 			delegate.ServeHTTP(w, req)
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/handlers"
 	"k8s.io/apiserver/pkg/registry/generic"
 	"k8s.io/apiserver/pkg/registry/generic/registry"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 )
@@ -56,6 +57,11 @@ type Registry struct {
 	// appear, so its requests get 503 instead of 404.
 	sourcesAdded   atomic.Bool
 	pendingSources atomic.Int32
+	// crds is the CRD informer's store (WatchCRDs): a type whose CRD is
+	// Established there but which is not registered yet is one upstream's
+	// own handler (the delegate) would already serve, outside any
+	// partition; the handler answers 503 for it instead.
+	crds atomic.Pointer[cache.Store]
 	// destroyed is set by Destroy: the server is shutting down, and no
 	// storage is built or served any more. A mounted cache's host keeps
 	// routing requests to it meanwhile, and apiextensions' own handler,
