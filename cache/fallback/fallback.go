@@ -53,8 +53,8 @@ func New(cfg Config) (*Fallback, error) {
 	if cfg.Cache == nil {
 		return nil, errors.New("fallback: a cache config is required")
 	}
-	// Unthrottled: one request reads up to 14 lists; client-go's default
-	// rate limit would queue them behind each other.
+	// Unthrottled: one request makes up to 20 reads; client-go's default
+	// rate limit (5 per second) made each fallback answer take seconds.
 	c, err := client.NewForConfig(client.Unthrottled(cfg.Cache))
 	if err != nil {
 		return nil, fmt.Errorf("fallback: cache client: %w", err)
