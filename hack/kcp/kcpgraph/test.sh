@@ -38,7 +38,7 @@ if [ $# -gt 0 ]; then
     case $a in ./*) args+=("$m/${a#./}") ;; *) args+=("$a") ;; esac
   done
   echo "== go test -tags kcp ${args[*]}"
-  go test -tags kcp -count=1 "${args[@]}"
+  go test -tags kcp -count=1 -timeout 20m "${args[@]}"
 else
   echo "== go test -tags kcp $m/cache/..."
   go test -tags kcp -count=1 -timeout 20m $m/cache/...
