@@ -257,7 +257,8 @@ func scopedReader(t *testing.T, srv *cachetest.Server, shard string, answers *An
 // is confirmed with the home). Faults: each link between two caches cut
 // and restored in turn, with a restart of the third cache meanwhile; a
 // shard's write at a cache that is not its home; a compaction at each; sa's
-// home moved from a to b, and (a long run gets there) back to a.
+// home moved from a to b, and (a long run gets there) back to a. A long
+// run adds d, the home of sd, in a child process, and pauses it.
 func startRegions(t *testing.T) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
@@ -271,8 +272,23 @@ func startRegions(t *testing.T) *cluster {
 		return x + "-" + y
 	}
 	links := map[string]*cachetest.LinkCutter{"a-b": cachetest.NewLinkCutter(), "b-c": cachetest.NewLinkCutter(), "a-c": cachetest.NewLinkCutter()}
+	// A long run has a fourth cache, d, in a child process, the home of
+	// sd alone, which its fault pauses: CI's run has no time for a fourth
+	// cache.
+	var processes []string
+	if flagSet("robustness.duration") {
+		processes = []string{"d"}
+		for _, l := range []string{"a-d", "b-d", "c-d"} {
+			links[l] = cachetest.NewLinkCutter()
+		}
+	}
 	via := func(from, to, host string) string { return links[pair(from, to)].Via(t, host) }
-	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, names...)
+	all := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via, Processes: processes}, append(slices.Clone(names), processes...)...)
+	// The faults below act on a, b and c, which run here.
+	regions := maps.Clone(all)
+	for _, name := range processes {
+		delete(regions, name)
+	}
 	c := &cluster{srv: regions["a"].Srv}
 	for _, home := range names {
 		p := partitionAt(t, regions[home].Srv, "s"+home)
@@ -299,7 +315,11 @@ func startRegions(t *testing.T) *cluster {
 	backup := &homeBackup{dir: t.TempDir()}
 	c.faultList = append(c.faultList, backup.of("c", regions["c"].Srv))
 	c.faultList = append(c.faultList, homeMoveOf(t, c.parts[0], regions, "a", "b"))
-	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", slices.Collect(maps.Values(links)))
+	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", []*cachetest.LinkCutter{links["a-b"], links["b-c"], links["a-c"]})
+	if len(processes) > 0 {
+		// d is paused after the backup and the first move.
+		c.faultList = append(c.faultList, pausedHomeAt(t, c, all["d"], regions))
+	}
 	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
 		c.faultList = append(c.faultList,
 			cutOf("link "+l.link, links[l.link]),
@@ -316,6 +336,29 @@ func startRegions(t *testing.T) *cluster {
 		strayWriteOf(t, regions["a"].Srv, "a", "sc"),
 		compactionOf(regions["c"].Srv.EtcdClient))
 	return c
+}
+
+// pausedHomeAt adds to c the partition of sd, homed at d (a cache in a
+// child process), read consistently at d and at every cache of mirrors,
+// and with resourceVersion=0 at the mirrors; its fault pauses d.
+func pausedHomeAt(t *testing.T, c *cluster, d *cachetest.Region, mirrors map[string]*cachetest.Region) fault {
+	t.Helper()
+	shard := "s" + d.Name
+	p := partitionWith(t, d.Proc.ShardConfig(t, shard), shard)
+	h := &pausedHome{home: d, shard: shard, mirrors: map[string]*Proxy{}, found: c.findings.add, long: *duration > time.Minute}
+	for name, r := range mirrors {
+		p.readers = append(p.readers, scopedReader(t, r.Srv, shard, p.answers))
+		staleCfg := scopedConfig(r.Srv, shard)
+		staleCfg.Wrap(p.answers.Wrap)
+		stale, err := NewStaleReader(client.Unthrottled(staleCfg), p.spaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.stale = append(p.stale, stale)
+		h.mirrors[name] = memberProxy(t, r.Srv.Config())
+	}
+	c.parts = append(c.parts, p)
+	return h.pauseOfHome()
 }
 
 // homeMoveOf moves p's home from one cache to another as an operator

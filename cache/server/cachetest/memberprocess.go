@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -24,6 +26,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/pki"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
 // memberEnv tells a child process of a test binary which member of a memory
@@ -56,11 +59,17 @@ type memberSpec struct {
 	// ClientCAFile, when set, is the CA the member trusts for client
 	// certificates, whose key the parent holds (MemberProcess.ShardConfig).
 	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// Args are more of the server's flags, as on its command line.
+	Args []string `json:"args,omitempty"`
+	// DataDirectory, for a server that is no member of a group (no
+	// Peers), is its etcd's data directory (Options.EtcdDirectory).
+	DataDirectory string `json:"dataDirectory,omitempty"`
 }
 
-// option makes a server the member.
+// option makes a server the member, or, without Peers, a standalone
+// server on an etcd of its own in DataDirectory; Args apply last.
 func (m memberSpec) option() Option {
-	flags := OwnEmbeddedEtcd(func(o *options.Options) {
+	member := OwnEmbeddedEtcd(func(o *options.Options) {
 		o.EmbeddedEtcd.Storage = options.StorageMemory
 		if m.EtcdDirectory != "" {
 			o.EmbeddedEtcd.Directory = m.EtcdDirectory
@@ -70,9 +79,39 @@ func (m memberSpec) option() Option {
 		g.PeerListenURL = m.PeerListenURL
 	})
 	return func(o *Options) {
-		flags(o)
+		if len(m.Peers) > 0 {
+			member(o)
+		} else {
+			o.EtcdDirectory = m.DataDirectory
+		}
+		base := o.Flags
+		o.Flags = func(opts *options.Options) {
+			if base != nil {
+				base(opts)
+			}
+			if err := parseArgs(opts, m.Args); err != nil {
+				// A flag the server does not know is the test's
+				// mistake: the process ends, and ready reports its
+				// output.
+				panic(err)
+			}
+		}
 		o.RootDirectory, o.Port, o.ClientCAFile = m.RootDirectory, m.Port, m.ClientCAFile
 	}
+}
+
+// parseArgs sets opts from a server's command-line flags.
+func parseArgs(opts *options.Options, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	var fss cliflag.NamedFlagSets
+	opts.AddFlags(&fss)
+	fs := pflag.NewFlagSet("member", pflag.ContinueOnError)
+	for _, f := range fss.FlagSets {
+		fs.AddFlagSet(f)
+	}
+	return fs.Parse(args)
 }
 
 // RunMemberIfAsked runs, in a child process of a test binary started by
@@ -243,6 +282,13 @@ func (p *MemberProcess) Continue() error {
 	return nil
 }
 
+// RestartWith is Restart with the server's flags args instead of those it
+// ran with.
+func (p *MemberProcess) RestartWith(ctx context.Context, args []string) error {
+	p.spec.Args = args
+	return p.Restart(ctx)
+}
+
 // Restart stops the member cleanly, its memory gone, and starts it again as
 // the same member, on the same address and root directory: it rejoins the
 // group and refills from the others. It waits until the member is ready.
@@ -358,4 +404,35 @@ func startMemberProcesses(t testing.TB, members []memberSpec) ([]*MemberProcess,
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// StartServerProcess starts a standalone cache server, on an etcd of its
+// own, in a child process of the test binary (whose TestMain calls
+// RunMemberIfAsked), with the server's flags args, and waits until it is
+// ready; the test can pause it and restart it on its data, and it stops
+// when the test ends. Its name is for its log. It trusts client
+// certificates of a CA of this process (ShardConfig).
+func StartServerProcess(t testing.TB, name string, args []string) *MemberProcess {
+	t.Helper()
+	clientCA, err := pki.NewCA("cachetest-process-clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := pki.WriteFile(caFile, clientCA.CertPEM); err != nil {
+		t.Fatal(err)
+	}
+	port, err := ports.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := memberSpec{Name: name, RootDirectory: t.TempDir(), DataDirectory: t.TempDir(), Port: port, ClientCAFile: caFile, Args: args}
+	procs, ready := startMemberProcesses(t, []memberSpec{spec})
+	procs[0].clientCA = clientCA
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	if err := ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return procs[0]
 }
