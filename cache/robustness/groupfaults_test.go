@@ -294,9 +294,9 @@ func (g *group) pauseOf(role string) fault {
 		// A fault begun is carried through, and its checks with it, even
 		// when the traffic ends meanwhile.
 		ctx := context.WithoutCancel(runCtx)
-		what := role
-		if role == "leader" || role == "follower" {
-			what = "the " + role
+		what := map[string]string{"leader": "the leader", "follower": "a follower"}[role]
+		if what == "" {
+			what = role
 		}
 		if err := groupWhole(ctx, g.etcd, g.ClientURLs); err != nil {
 			note(fmt.Sprintf("pause of %s skipped: the group is not whole: %v", what, err))
@@ -319,8 +319,11 @@ func (g *group) pauseOf(role string) fault {
 		}
 		next++
 		leader := role == "leader"
-		if m := target; !leader && m.name == leaderName {
-			what += " (the leader)"
+		switch {
+		case role == target.name && target.name == leaderName:
+			what = "the leader"
+		case role == target.name:
+			what = "a follower"
 		}
 		if leader && leaderName != target.name {
 			if err := g.moveLeader(ctx, leaderName, target.name, ids); err != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,32 +91,49 @@ func (h *pausedHome) pauseOfHome() fault {
 			// writes at its home end while it is paused.
 			length = requestTimeout + 2*time.Second
 		}
+		// Every mirror confirms a consistent read before the pause (and
+		// its proxy has seen the answer).
+		for name, mirror := range h.mirrors {
+			if err := waitFor(ctx, 30*time.Second, func(ctx context.Context) error {
+				if p, _ := h.probe(ctx, mirror, false); p.err != nil || p.code != http.StatusOK {
+					return fmt.Errorf("a consistent read of %s at %s answered %s", h.shard, name, p)
+				}
+				return nil
+			}); err != nil {
+				note(fmt.Sprintf("pause of %s skipped: %v", h.home.Name, err))
+				return
+			}
+		}
 		note(fmt.Sprintf("SIGSTOP of %s (the home of %s) for %s", h.home.Name, h.shard, length))
 		if err := h.home.Proc.Pause(); err != nil {
 			h.found(Violation{Check: "pause", Details: err.Error()})
 			return
 		}
 		paused := time.Now()
-		// A consistent read sent once the home is paused waits for the
-		// home's revision at most the freshness wait.
+		// At every mirror at once (the pause lasts as long as its
+		// checks at one mirror): a consistent read sent once the home is
+		// paused waits for the home's revision at most the freshness
+		// wait; stale reads keep answering, with the home's age, which
+		// grows.
 		const slack = 2 * time.Second
+		var wg sync.WaitGroup
 		for name, mirror := range h.mirrors {
-			p, took := h.probe(ctx, mirror, false)
-			if p.err != nil || p.code != http.StatusServiceUnavailable || !strings.Contains(p.message, homes.ReasonHomeUnreachable) || took > freshnessWait+slack {
-				h.found(Violation{Check: "paused-home-consistent", Details: fmt.Sprintf("a consistent read of %s at %s while %s was paused answered after %s: %s; want 503 %s within %s", h.shard, name, h.home.Name, took.Round(time.Millisecond), p, homes.ReasonHomeUnreachable, freshnessWait+slack)})
-			}
+			wg.Go(func() {
+				p, took := h.probe(ctx, mirror, false)
+				if p.err != nil || p.code != http.StatusServiceUnavailable || !strings.Contains(p.message, homes.ReasonHomeUnreachable) || took > freshnessWait+slack {
+					h.found(Violation{Check: "paused-home-consistent", Details: fmt.Sprintf("a consistent read of %s at %s while %s was paused answered after %s: %s; want 503 %s within %s", h.shard, name, h.home.Name, took.Round(time.Millisecond), p, homes.ReasonHomeUnreachable, freshnessWait+slack)})
+				}
+				first, _ := h.probe(ctx, mirror, true)
+				age1, ok1 := h.ageOf(first.age)
+				hold(time.Second)
+				second, _ := h.probe(ctx, mirror, true)
+				age2, ok2 := h.ageOf(second.age)
+				if first.err != nil || second.err != nil || first.code != http.StatusOK || second.code != http.StatusOK || !ok1 || !ok2 || age2 <= age1 {
+					h.found(Violation{Check: "paused-home-stale", Details: fmt.Sprintf("two stale reads of %s at %s a second apart while %s was paused answered %s, then %s; want 200 both, with %s's age growing", h.shard, name, h.home.Name, first, second, h.home.Name)})
+				}
+			})
 		}
-		// Stale reads keep answering, with the home's age, which grows.
-		for name, mirror := range h.mirrors {
-			first, _ := h.probe(ctx, mirror, true)
-			age1, ok1 := h.ageOf(first.age)
-			hold(time.Second)
-			second, _ := h.probe(ctx, mirror, true)
-			age2, ok2 := h.ageOf(second.age)
-			if first.err != nil || second.err != nil || first.code != http.StatusOK || second.code != http.StatusOK || !ok1 || !ok2 || age2 <= age1 {
-				h.found(Violation{Check: "paused-home-stale", Details: fmt.Sprintf("two stale reads of %s at %s a second apart while %s was paused answered %s, then %s; want 200 both, with %s's age growing", h.shard, name, h.home.Name, first, second, h.home.Name)})
-			}
-		}
+		wg.Wait()
 		hold(length - time.Since(paused))
 		if err := h.home.Proc.Continue(); err != nil {
 			h.found(Violation{Check: "pause", Details: err.Error()})

@@ -36,9 +36,9 @@ var (
 	faultGap = flag.Duration("robustness.fault-interval", 3*time.Second, "time between injected faults")
 	saveDir  = flag.String("robustness.save-dir", "", "where a failing history is saved as JSON (default: the test's temporary directory, printed)")
 	replay   = flag.String("robustness.history", "", "a saved history for TestCheckSavedHistory to check again")
-	// groupSeeded: CI's time budget leaves no room for a group of three
-	// processes more.
-	groupSeeded = flag.Bool("robustness.group-seeded", false, "also run TestSeededGroupFaultsAreCaught (a group of three member processes, about 40 s)")
+	// processSeeded: CI's time budget leaves no room for more caches in
+	// child processes.
+	processSeeded = flag.Bool("robustness.process-seeded", false, "also run TestSeededGroupFaultsAreCaught and TestSeededPausedHomeIsCaught (caches in child processes, about two minutes)")
 )
 
 // cluster is a cluster shape: caches, one partition (shard) or more
@@ -318,7 +318,7 @@ func startRegions(t *testing.T) *cluster {
 	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", []*cachetest.LinkCutter{links["a-b"], links["b-c"], links["a-c"]})
 	if len(processes) > 0 {
 		// d is paused after the backup and the first move.
-		c.faultList = append(c.faultList, pausedHomeAt(t, c, all["d"], regions))
+		c.faultList = append(c.faultList, pausedHomeAt(t, c, all["d"], "sd", regions).pauseOfHome())
 	}
 	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
 		c.faultList = append(c.faultList,
@@ -338,12 +338,11 @@ func startRegions(t *testing.T) *cluster {
 	return c
 }
 
-// pausedHomeAt adds to c the partition of sd, homed at d (a cache in a
+// pausedHomeAt adds to c the partition of shard, homed at d (a cache in a
 // child process), read consistently at d and at every cache of mirrors,
 // and with resourceVersion=0 at the mirrors; its fault pauses d.
-func pausedHomeAt(t *testing.T, c *cluster, d *cachetest.Region, mirrors map[string]*cachetest.Region) fault {
+func pausedHomeAt(t *testing.T, c *cluster, d *cachetest.Region, shard string, mirrors map[string]*cachetest.Region) *pausedHome {
 	t.Helper()
-	shard := "s" + d.Name
 	p := partitionWith(t, d.Proc.ShardConfig(t, shard), shard)
 	h := &pausedHome{home: d, shard: shard, mirrors: map[string]*Proxy{}, found: c.findings.add, long: *duration > time.Minute}
 	for name, r := range mirrors {
@@ -358,7 +357,7 @@ func pausedHomeAt(t *testing.T, c *cluster, d *cachetest.Region, mirrors map[str
 		h.mirrors[name] = memberProxy(t, r.Srv.Config())
 	}
 	c.parts = append(c.parts, p)
-	return h.pauseOfHome()
+	return h
 }
 
 // homeMoveOf moves p's home from one cache to another as an operator
@@ -927,8 +926,8 @@ func TestSeededFaultsAreCaught(t *testing.T) {
 // pause or the partition it breaks. One group serves every case, each in a
 // partition of its own.
 func TestSeededGroupFaultsAreCaught(t *testing.T) {
-	if !*groupSeeded {
-		t.Skip("starts a group of three member processes and runs a pause and two cuts (about 40 s): run with -robustness.group-seeded")
+	if !*processSeeded {
+		t.Skip("starts a group of three member processes and runs a pause and two cuts (about 75 s): run with -robustness.process-seeded")
 	}
 	mg := startGroup(t)
 	for i, tc := range []struct {
@@ -957,6 +956,48 @@ func TestSeededGroupFaultsAreCaught(t *testing.T) {
 				f = g.partitionOf(tc.inject, "m2")
 			}
 			rep := c.run(t, 8*time.Second, func(ctx context.Context, note func(string), n int) {
+				if n == 0 {
+					f(ctx, t, note)
+				}
+			})
+			logReport(t, string(tc.fault), rep)
+			var checks []string
+			for _, v := range rep.Violations {
+				checks = append(checks, v.Check)
+			}
+			if !slices.Contains(checks, tc.check) {
+				t.Errorf("seeded fault %s: violations %v, want one of %s", tc.fault, checks, tc.check)
+			}
+		})
+	}
+}
+
+// TestSeededPausedHomeIsCaught: each deliberate bug of a mirror, switched
+// on in the proxy through which the paused home's fault reads it, is named
+// by the check it breaks. Two caches: a, a mirror, and d, the home, in a
+// child process; each case has a partition of its own.
+func TestSeededPausedHomeIsCaught(t *testing.T) {
+	if !*processSeeded {
+		t.Skip("starts two caches, one in a child process, and pauses it twice (about 40 s): run with -robustness.process-seeded")
+	}
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
+	defer cancel()
+	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Processes: []string{"d"}}, "a", "d")
+	for i, tc := range []struct {
+		fault SeededFault
+		check string
+	}{
+		{ConsistentReadWhileCutOff, "paused-home-consistent"},
+		{StaleReadWithoutAge, "paused-home-stale"},
+	} {
+		t.Run(string(tc.fault), func(t *testing.T) {
+			c := &cluster{}
+			h := pausedHomeAt(t, c, regions["d"], fmt.Sprintf("seeded%d", i), map[string]*cachetest.Region{"a": regions["a"]})
+			for _, mirror := range h.mirrors {
+				mirror.Enable(tc.fault)
+			}
+			f := h.pauseOfHome()
+			rep := c.run(t, 6*time.Second, func(ctx context.Context, note func(string), n int) {
 				if n == 0 {
 					f(ctx, t, note)
 				}
