@@ -162,8 +162,8 @@ func (g *group) probe(ctx context.Context, m *groupMember, stale bool) memberPro
 	return p
 }
 
-// cutOff says whether p0 (a consistent read) and p1 (a stale read) are what
-// a member cut off from its majority answers: 503 naming the majority, and
+// cutOff says whether consistent and stale (resourceVersion=0) are what a
+// member cut off from its majority answers: 503 naming the majority, and
 // 200 with its age.
 func cutOff(m *groupMember, consistent, stale memberProbe) error {
 	if consistent.err != nil || consistent.code != http.StatusServiceUnavailable || !strings.Contains(consistent.message, "majority") {
@@ -175,8 +175,8 @@ func cutOff(m *groupMember, consistent, stale memberProbe) error {
 	return nil
 }
 
-// waitFor polls check until it holds or within passes; it returns the
-// last failure.
+// waitFor polls check until it holds or until within has passed; it
+// returns the last failure.
 func waitFor(ctx context.Context, within time.Duration, check func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
