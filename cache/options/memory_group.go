@@ -21,6 +21,10 @@ type MemoryGroupOptions struct {
 	// ClientURL is where this server's member serves the others' requests
 	// to change the group's membership.
 	ClientURL string
+	// PeerListenURL is where this server's member listens for its peers
+	// when they reach its peer URL in Peers through something in between
+	// (a NAT, a Service, a test's proxy). Empty: on its peer URL.
+	PeerListenURL string
 	// SecretFile holds the group's secret, the same at every server: the
 	// group's traffic is TLS with certificates of a CA derived from it.
 	SecretFile string
@@ -46,6 +50,8 @@ func (o *MemoryGroupOptions) AddFlags(fs *pflag.FlagSet) {
 		"This server's NAME in --memory-peers.")
 	fs.StringVar(&o.ClientURL, "memory-client-url", o.ClientURL,
 		"With --memory-peers: https://HOST:PORT (http:// with --memory-peer-plaintext) where this server's embedded etcd serves the other servers of the group, through which a restarted server rejoins. It listens there (on every interface when HOST is a name).")
+	fs.StringVar(&o.PeerListenURL, "memory-peer-listen-url", o.PeerListenURL,
+		"With --memory-peers: https://HOST:PORT (http:// with --memory-peer-plaintext) where this server's embedded etcd listens for the other servers when they reach its peer URL in --memory-peers through something in between (a NAT, a Service); empty: on its peer URL.")
 	fs.StringVar(&o.SecretFile, "memory-group-secret-file", o.SecretFile,
 		"With --memory-peers: a file holding the group's secret (at least 32 bytes, e.g. from head -c 32 /dev/urandom), the same at every server of the group. Each server derives the group's CA from it and issues its own certificate: the group's traffic (peer URLs and --memory-client-url) is TLS, and only servers holding the secret take part.")
 	fs.BoolVar(&o.Plaintext, "memory-peer-plaintext", o.Plaintext,
@@ -54,7 +60,7 @@ func (o *MemoryGroupOptions) AddFlags(fs *pflag.FlagSet) {
 
 // Enabled says whether the server is a member of a group.
 func (o *MemoryGroupOptions) Enabled() bool {
-	return len(o.Peers) > 0 || o.MemberName != "" || o.ClientURL != "" || o.SecretFile != "" || o.Plaintext
+	return len(o.Peers) > 0 || o.MemberName != "" || o.ClientURL != "" || o.PeerListenURL != "" || o.SecretFile != "" || o.Plaintext
 }
 
 // scheme is the scheme of the group's URLs.
@@ -123,6 +129,11 @@ func (o *MemoryGroupOptions) Validate(storage string) []error {
 		errs = append(errs, fmt.Errorf("--memory-client-url: %w", err))
 	} else if urls[o.ClientURL] {
 		errs = append(errs, fmt.Errorf("--memory-client-url %s is also a peer URL", o.ClientURL))
+	}
+	if o.PeerListenURL != "" {
+		if err := hostPortURL(o.PeerListenURL, o.scheme()); err != nil {
+			errs = append(errs, fmt.Errorf("--memory-peer-listen-url: %w", err))
+		}
 	}
 	return errs
 }

@@ -22,6 +22,12 @@ func TestMemoryGroupFlagsReachOptions(t *testing.T) {
 	if !reflect.DeepEqual(peers, want) || g.MemberName != "b" || g.ClientURL != "https://10.0.0.2:2381" || g.SecretFile != "/etc/kcp-cache/group-secret" || g.Plaintext {
 		t.Errorf("group options %+v, peers %v", g, peers)
 	}
+	behind := parse(t, "--root-directory="+t.TempDir(), "--storage=memory",
+		"--memory-peers=a=https://10.0.0.1:2380,b=https://10.0.0.2:2380", "--memory-member-name=a",
+		"--memory-client-url=https://10.0.0.1:2381", "--memory-group-secret-file=/secret", "--memory-peer-listen-url=https://0.0.0.0:12380")
+	if errs := behind.Validate(); len(errs) > 0 || behind.EmbeddedEtcd.MemoryGroup.PeerListenURL != "https://0.0.0.0:12380" {
+		t.Errorf("a member listening behind its peer URL: %v, listen URL %q", errs, behind.EmbeddedEtcd.MemoryGroup.PeerListenURL)
+	}
 	if parse(t, "--root-directory="+t.TempDir()).EmbeddedEtcd.MemoryGroup.Enabled() {
 		t.Error("a group without --memory-peers")
 	}
@@ -53,6 +59,7 @@ func TestMemoryGroupRefusesWhatCannotWork(t *testing.T) {
 		{with("--memory-peers=https://10.0.0.1:2380"), "not NAME=https://HOST:PORT"},
 		{with("--memory-client-url="), "needs --memory-client-url"},
 		{with("--memory-client-url=https://10.0.0.1:2380"), "also a peer URL"},
+		{with("--memory-peer-listen-url=10.0.0.1:12380"), "--memory-peer-listen-url: \"10.0.0.1:12380\" is not a https://HOST:PORT URL"},
 		{[]string{"--storage=memory", "--memory-member-name=a"}, "need --memory-peers"},
 		{with("--embedded-etcd-force-new-cluster"), "contradicts --memory-peers"},
 	} {

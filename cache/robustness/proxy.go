@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"sync"
 	"sync/atomic"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
 
 // SeededFault names a deliberate bug the proxy can switch on, to show that
@@ -29,6 +32,20 @@ const (
 	// WatchReordersEvents delivers a watch's first two changes in reverse
 	// order.
 	WatchReordersEvents SeededFault = "watch-reorders-events"
+	// ReadsFromBeforeAPause answers, once Freeze was called (a member
+	// paused), every consistent object read with the member's last answer
+	// for the object before the pause: a member that after SIGCONT still
+	// trusts what it held, as a leader trusting its lease would.
+	ReadsFromBeforeAPause SeededFault = "reads-from-before-a-pause"
+	// ConsistentReadWhileCutOff answers a consistent read that the member
+	// refused with 503 with its last 200 for the same path instead: a
+	// member cut off from its majority serving consistent reads from its
+	// watch cache.
+	ConsistentReadWhileCutOff SeededFault = "consistent-read-while-cut-off"
+	// StaleReadWithoutAge drops Kcp-Cache-Freshness-Age from every answer:
+	// a member cut off from its majority that does not say how old its
+	// data may be.
+	StaleReadWithoutAge SeededFault = "stale-read-without-age"
 )
 
 // Proxy stands between the clients and the cache: it forwards everything,
@@ -41,7 +58,11 @@ type Proxy struct {
 	fault    atomic.Value // SeededFault
 	mu       sync.Mutex
 	answers  map[string][]byte // earlier answers of consistent object reads, by path
-	flip     atomic.Int64
+	// latest are the last 200 answers of consistent reads (of objects
+	// and lists), by path; frozen is a copy of them as Freeze found them.
+	latest map[string][]byte
+	frozen map[string][]byte
+	flip   atomic.Int64
 
 	// upstream is where requests go (Retarget changes it); a request
 	// forwarded there ends when the next Retarget cancels gen.
@@ -58,7 +79,7 @@ func NewProxy(target *url.URL, transport http.RoundTripper) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, answers: map[string][]byte{}}
+	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, answers: map[string][]byte{}, latest: map[string][]byte{}}
 	p.fault.Store(SeededFault(""))
 	p.Retarget(target, transport)
 	rp := &httputil.ReverseProxy{
@@ -124,6 +145,20 @@ func (p *Proxy) Close() error {
 	return err
 }
 
+// Freeze keeps the last answers of consistent reads as they are now: the
+// answers ReadsFromBeforeAPause gives from then on.
+func (p *Proxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = maps.Clone(p.latest)
+}
+
+// isConsistentRead: a GET of an object or a list without a resourceVersion.
+func isConsistentRead(req *http.Request) bool {
+	q := req.URL.Query()
+	return req.Method == http.MethodGet && q.Get("watch") == "" && q.Get("resourceVersion") == ""
+}
+
 // isConsistentObjectRead: a GET of one object without a resourceVersion.
 func isConsistentObjectRead(req *http.Request) bool {
 	q := req.URL.Query()
@@ -133,6 +168,12 @@ func isConsistentObjectRead(req *http.Request) bool {
 // staleAnswer answers every other consistent object read with the earlier
 // answer kept for its path, when StaleConsistentRead is on.
 func (p *Proxy) staleAnswer(req *http.Request) ([]byte, bool) {
+	if p.active(ReadsFromBeforeAPause) && isConsistentObjectRead(req) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		body, ok := p.frozen[req.URL.Path]
+		return body, ok
+	}
 	if !p.active(StaleConsistentRead) || !isConsistentObjectRead(req) || p.flip.Add(1)%2 == 0 {
 		return nil, false
 	}
@@ -144,21 +185,57 @@ func (p *Proxy) staleAnswer(req *http.Request) ([]byte, bool) {
 
 func (p *Proxy) modify(resp *http.Response) error {
 	req := resp.Request
-	if isConsistentObjectRead(req) && resp.StatusCode == http.StatusOK {
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		p.mu.Lock()
-		if _, kept := p.answers[req.URL.Path]; !kept {
-			// The first answer stays: later answers are newer.
-			p.answers[req.URL.Path] = body
-		}
-		p.mu.Unlock()
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		return nil
+	if p.active(StaleReadWithoutAge) {
+		resp.Header.Del(kcpcache.FreshnessAgeHeader)
 	}
+	if isConsistentRead(req) && resp.StatusCode == http.StatusServiceUnavailable && p.active(ConsistentReadWhileCutOff) {
+		p.mu.Lock()
+		body, ok := p.latest[req.URL.Path]
+		p.mu.Unlock()
+		if ok {
+			_ = resp.Body.Close()
+			resp.StatusCode, resp.Status = http.StatusOK, "200 OK"
+			resp.Header.Del("Retry-After")
+			resp.Header.Set("Content-Type", "application/json")
+			resp.Header.Del("Content-Length")
+			resp.ContentLength = int64(len(body))
+			resp.Body = io.NopCloser(bytes.NewReader(body))
+			return nil
+		}
+	}
+	if isConsistentRead(req) && !isConsistentObjectRead(req) && resp.StatusCode == http.StatusOK {
+		return p.keep(resp, false)
+	}
+	if isConsistentObjectRead(req) && resp.StatusCode == http.StatusOK {
+		return p.keep(resp, true)
+	}
+	return p.modifyWatch(resp)
+}
+
+// keep reads a consistent read's 200 answer and keeps it as the latest for
+// its path, and, for an object (first), as the first if it is.
+func (p *Proxy) keep(resp *http.Response, first bool) error {
+	req := resp.Request
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.latest[req.URL.Path] = body
+	if _, kept := p.answers[req.URL.Path]; first && !kept {
+		// The first answer stays: later answers are newer.
+		p.answers[req.URL.Path] = body
+	}
+	p.mu.Unlock()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
+}
+
+// modifyWatch skips or reorders a watch's events when a seeded fault says
+// so.
+func (p *Proxy) modifyWatch(resp *http.Response) error {
+	req := resp.Request
 	q := req.URL.Query()
 	if q.Get("watch") != "true" || q.Get("resourceVersion") == "" || q.Get("resourceVersion") == "0" {
 		return nil

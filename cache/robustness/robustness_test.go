@@ -36,6 +36,9 @@ var (
 	faultGap = flag.Duration("robustness.fault-interval", 3*time.Second, "time between injected faults")
 	saveDir  = flag.String("robustness.save-dir", "", "where a failing history is saved as JSON (default: the test's temporary directory, printed)")
 	replay   = flag.String("robustness.history", "", "a saved history for TestCheckSavedHistory to check again")
+	// processSeeded: CI's time budget leaves no room for more caches in
+	// child processes.
+	processSeeded = flag.Bool("robustness.process-seeded", false, "also run TestSeededGroupFaultsAreCaught and TestSeededPausedHomeIsCaught (caches in child processes, about two minutes)")
 )
 
 // cluster is a cluster shape: caches, one partition (shard) or more
@@ -50,6 +53,11 @@ type cluster struct {
 	// and the watches ended and every key was read: a fault whose
 	// outcome is checked on its own (the histories end before it).
 	afterTraffic func(ctx context.Context, t *testing.T, note func(string)) []Violation
+	// findings are what the faults' own checks found while traffic ran.
+	findings findings
+	// defaultExtra lengthens a run of the default duration (CI's) for
+	// the shape's slower faults.
+	defaultExtra time.Duration
 }
 
 // partition is one shard's partition in a shape: written and watched at
@@ -102,39 +110,64 @@ func startExternalEtcd(t *testing.T) *cluster {
 // startMemoryGroup is the in-memory group shape: three --storage=memory
 // servers of one group, the writers going through m0 and reading from any
 // member at random (a consistent read at any member is a quorum read of
-// the group). Faults: each member in turn restarts, its memory gone, and
-// refills from its peers; a compaction.
-func startMemoryGroup(t *testing.T) *cluster {
+// the group). Each runs in a child process, so that it can be paused, and
+// links stand between them, so that the group can be cut in parts.
+// Faults: each member in turn restarts, its memory gone, and refills from
+// its peers; the leader paused (SIGSTOP, then SIGCONT), a follower, and
+// m0, through which the shard writes; a member cut off from the two
+// others, then m0, then every link cut, each healed; a compaction.
+func startMemoryGroup(t *testing.T) (*cluster, *group) {
 	t.Helper()
-	servers, clientURLs := cachetest.StartMemoryGroup(t, 3)
-	c := homedAt(t, servers[0], "s")
-	c.readAlsoAt(t, servers[1], servers[2])
-	tlsConfig, err := servers[0].Server().EmbeddedEtcdTLS().ClientTLSConfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd := etcdtest.Dial(t, tlsConfig, clientURLs...)
-	// As an operator's rolling restart does, a member restarts only once
-	// the group is whole again: a group of three with two members not in
-	// service has no majority, and an in-memory group without one has lost
-	// its data by design.
-	rolling := func(name string, srv *cachetest.Server) fault {
-		restart := restartOf(name+" (its memory lost)", srv)
-		return func(ctx context.Context, t *testing.T, note func(string)) {
-			if err := groupWhole(ctx, etcd, clientURLs); err != nil {
-				note(fmt.Sprintf("restart of %s skipped: the group is not whole: %v", name, err))
-				return
-			}
-			restart(ctx, t, note)
+	return groupShape(t, startGroup(t), "s")
+}
+
+// startGroup starts the memory-group shape's group: three members, each in
+// a child process, with links between them.
+func startGroup(t *testing.T) *cachetest.MemoryGroup {
+	t.Helper()
+	return cachetest.StartMemoryGroupWith(t, cachetest.GroupOptions{Members: 3, Processes: 3, Links: true})
+}
+
+// groupShape is the memory-group shape on mg, for shard's partition.
+func groupShape(t *testing.T, mg *cachetest.MemoryGroup, shard string) (*cluster, *group) {
+	t.Helper()
+	m0 := mg.Processes[0]
+	c := &cluster{parts: []*partition{partitionWith(t, m0.ShardConfig(t, shard), shard)}}
+	g := &group{MemoryGroup: mg, etcd: etcdtest.Dial(t, mg.EtcdClientTLS(t), mg.ClientURLs...), shard: shard, long: *duration > time.Minute, found: c.findings.add}
+	// m0's reads go through the partition's own proxy, with the shard's
+	// identity; the others' through a proxy of their own.
+	g.members = append(g.members, &groupMember{name: "m0", proxy: c.parts[0].proxy, proc: m0, etcd: dialMember(t, mg, 0)})
+	for i, p := range mg.Processes[1:] {
+		cfg, err := p.Config()
+		if err != nil {
+			t.Fatal(err)
 		}
+		m := &groupMember{name: p.Name, proxy: memberProxy(t, cfg), proc: p, etcd: dialMember(t, mg, i+1)}
+		g.members = append(g.members, m)
+		c.parts[0].readers = append(c.parts[0].readers, proxiedReader(t, m.proxy, shard, c.parts[0].answers))
 	}
+	// As an operator's rolling restart does, a member restarts only once
+	// the group is whole again (restartOfMember): a group of three with
+	// two members not in service has no majority, and an in-memory group
+	// without one has lost its data by design. In the order a run of CI's
+	// length meets them first: a pause of the leader, a minority cut, a
+	// restart.
+	// CI's run (the default duration) gets 8 s more for them: a pause
+	// lasts 4 s, a cut until its checks pass.
+	c.defaultExtra = 8 * time.Second
 	c.faultList = []fault{
-		rolling("member m1", servers[1]),
-		rolling("member m2", servers[2]),
-		rolling("member m0, written through", servers[0]),
-		compactionOf(func() *clientv3.Client { return etcd }),
+		g.pauseOf("leader"),
+		g.partitionOf("a minority cut", "m2"),
+		g.restartOfMember(g.members[1]),
+		g.restartOfMember(g.members[2]),
+		g.pauseOf("follower"),
+		g.pauseOf("m0"),
+		g.partitionOf("a minority cut of the member written through", "m0"),
+		g.partitionOf("a majority cut (no majority anywhere)", "m0", "m1", "m2"),
+		g.restartOfMember(g.members[0]),
+		compactionOf(func() *clientv3.Client { return g.etcd }),
 	}
-	return c
+	return c, g
 }
 
 // groupWhole polls, for up to a minute, until every member of the group is
@@ -224,7 +257,8 @@ func scopedReader(t *testing.T, srv *cachetest.Server, shard string, answers *An
 // is confirmed with the home). Faults: each link between two caches cut
 // and restored in turn, with a restart of the third cache meanwhile; a
 // shard's write at a cache that is not its home; a compaction at each; sa's
-// home moved from a to b, and (a long run gets there) back to a.
+// home moved from a to b, and (a long run gets there) back to a. A long
+// run adds d, the home of sd, in a child process, and pauses it.
 func startRegions(t *testing.T) *cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
@@ -238,8 +272,23 @@ func startRegions(t *testing.T) *cluster {
 		return x + "-" + y
 	}
 	links := map[string]*cachetest.LinkCutter{"a-b": cachetest.NewLinkCutter(), "b-c": cachetest.NewLinkCutter(), "a-c": cachetest.NewLinkCutter()}
+	// A long run has a fourth cache, d, in a child process, the home of
+	// sd alone, which its fault pauses: CI's run has no time for a fourth
+	// cache.
+	var processes []string
+	if flagSet("robustness.duration") {
+		processes = []string{"d"}
+		for _, l := range []string{"a-d", "b-d", "c-d"} {
+			links[l] = cachetest.NewLinkCutter()
+		}
+	}
 	via := func(from, to, host string) string { return links[pair(from, to)].Via(t, host) }
-	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via}, names...)
+	all := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Via: via, Processes: processes}, append(slices.Clone(names), processes...)...)
+	// The faults below act on a, b and c, which run here.
+	regions := maps.Clone(all)
+	for _, name := range processes {
+		delete(regions, name)
+	}
 	c := &cluster{srv: regions["a"].Srv}
 	for _, home := range names {
 		p := partitionAt(t, regions[home].Srv, "s"+home)
@@ -266,7 +315,11 @@ func startRegions(t *testing.T) *cluster {
 	backup := &homeBackup{dir: t.TempDir()}
 	c.faultList = append(c.faultList, backup.of("c", regions["c"].Srv))
 	c.faultList = append(c.faultList, homeMoveOf(t, c.parts[0], regions, "a", "b"))
-	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", slices.Collect(maps.Values(links)))
+	c.afterTraffic = backup.restoreAndCheck(regions, "c", "sc", []*cachetest.LinkCutter{links["a-b"], links["b-c"], links["a-c"]})
+	if len(processes) > 0 {
+		// d is paused after the backup and the first move.
+		c.faultList = append(c.faultList, pausedHomeAt(t, c, all["d"], "sd", regions).pauseOfHome())
+	}
 	for _, l := range []struct{ link, third string }{{"a-b", "c"}, {"b-c", "a"}, {"a-c", "b"}} {
 		c.faultList = append(c.faultList,
 			cutOf("link "+l.link, links[l.link]),
@@ -283,6 +336,28 @@ func startRegions(t *testing.T) *cluster {
 		strayWriteOf(t, regions["a"].Srv, "a", "sc"),
 		compactionOf(regions["c"].Srv.EtcdClient))
 	return c
+}
+
+// pausedHomeAt adds to c the partition of shard, homed at d (a cache in a
+// child process), read consistently at d and at every cache of mirrors,
+// and with resourceVersion=0 at the mirrors; its fault pauses d.
+func pausedHomeAt(t *testing.T, c *cluster, d *cachetest.Region, shard string, mirrors map[string]*cachetest.Region) *pausedHome {
+	t.Helper()
+	p := partitionWith(t, d.Proc.ShardConfig(t, shard), shard)
+	h := &pausedHome{home: d, shard: shard, mirrors: map[string]*Proxy{}, found: c.findings.add, long: *duration > time.Minute}
+	for name, r := range mirrors {
+		p.readers = append(p.readers, scopedReader(t, r.Srv, shard, p.answers))
+		staleCfg := scopedConfig(r.Srv, shard)
+		staleCfg.Wrap(p.answers.Wrap)
+		stale, err := NewStaleReader(client.Unthrottled(staleCfg), p.spaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.stale = append(p.stale, stale)
+		h.mirrors[name] = memberProxy(t, r.Srv.Config())
+	}
+	c.parts = append(c.parts, p)
+	return h
 }
 
 // homeMoveOf moves p's home from one cache to another as an operator
@@ -514,7 +589,13 @@ func homedAt(t *testing.T, srv *cachetest.Server, shard string) *cluster {
 // proxy with the shard's identity, and read there.
 func partitionAt(t *testing.T, srv *cachetest.Server, shard string) *partition {
 	t.Helper()
-	shardCfg := srv.ShardConfig(t, shard)
+	return partitionWith(t, srv.ShardConfig(t, shard), shard)
+}
+
+// partitionWith is shard's partition written and read with shardCfg, the
+// shard's identity at its home, through a proxy.
+func partitionWith(t *testing.T, shardCfg *rest.Config, shard string) *partition {
+	t.Helper()
 	transport, err := rest.TransportFor(shardCfg)
 	if err != nil {
 		t.Fatal(err)
@@ -623,6 +704,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 		}
 		total.add(rep, len(c.parts) > 1, p.shard)
 	}
+	total.Violations = append(total.Violations, c.findings.take()...)
 	total.Violations = append(total.Violations, after...)
 	return total
 }
@@ -742,6 +824,9 @@ func TestRobustness(t *testing.T) {
 func runShape(t *testing.T, shape string, c *cluster, reads func(Report) int) {
 	t.Helper()
 	d := *duration
+	if !flagSet("robustness.duration") {
+		d += c.defaultExtra
+	}
 	if testing.Short() && d > 5*time.Second {
 		// The quick path: a shorter run, still with a restart and a
 		// compaction in it (faults every 2 s at most).
@@ -755,6 +840,13 @@ func runShape(t *testing.T, shape string, c *cluster, reads func(Report) int) {
 	if len(rep.Violations) > 0 {
 		t.Errorf("%d violations", len(rep.Violations))
 	}
+}
+
+// flagSet says whether the flag name was given.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // TestRobustnessRegions: traffic of a shard homed at each of three caches
@@ -776,7 +868,8 @@ func TestRobustnessMemoryGroup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long scenario (a group of three in-memory servers): skipped with -short")
 	}
-	runShape(t, "memory group", startMemoryGroup(t), func(rep Report) int { return rep.MirrorReads })
+	c, _ := startMemoryGroup(t)
+	runShape(t, "memory group", c, func(rep Report) int { return rep.MirrorReads })
 }
 
 // TestRobustnessExternalEtcd: traffic against two caches on one external
@@ -827,6 +920,100 @@ func TestSeededFaultsAreCaught(t *testing.T) {
 	}
 }
 
+// TestSeededGroupFaultsAreCaught: each deliberate bug of a member of the
+// memory-group shape, switched on in the proxies through which the traffic
+// and the faults' checks read the members, is named by the check of the
+// pause or the partition it breaks. One group serves every case, each in a
+// partition of its own.
+func TestSeededGroupFaultsAreCaught(t *testing.T) {
+	if !*processSeeded {
+		t.Skip("starts a group of three member processes and runs a pause and two cuts (about 75 s): run with -robustness.process-seeded")
+	}
+	mg := startGroup(t)
+	for i, tc := range []struct {
+		fault SeededFault
+		// inject names the fault of the shape that shows the bug.
+		inject string
+		check  string
+	}{
+		{ReadsFromBeforeAPause, "pause of a follower", "linearizability"},
+		{ConsistentReadWhileCutOff, "a minority cut", "partition-minority"},
+		{StaleReadWithoutAge, "a minority cut", "partition-minority"},
+	} {
+		t.Run(string(tc.fault), func(t *testing.T) {
+			c, g := groupShape(t, mg, fmt.Sprintf("seeded%d", i))
+			for _, m := range g.members {
+				m.proxy.Enable(tc.fault)
+			}
+			var f fault
+			switch tc.inject {
+			case "pause of a follower":
+				// The member's proxy answers from what it held when
+				// it was paused.
+				g.onPause = func(m *groupMember) { m.proxy.Freeze() }
+				f = g.pauseOf("follower")
+			case "a minority cut":
+				f = g.partitionOf(tc.inject, "m2")
+			}
+			rep := c.run(t, 8*time.Second, func(ctx context.Context, note func(string), n int) {
+				if n == 0 {
+					f(ctx, t, note)
+				}
+			})
+			logReport(t, string(tc.fault), rep)
+			var checks []string
+			for _, v := range rep.Violations {
+				checks = append(checks, v.Check)
+			}
+			if !slices.Contains(checks, tc.check) {
+				t.Errorf("seeded fault %s: violations %v, want one of %s", tc.fault, checks, tc.check)
+			}
+		})
+	}
+}
+
+// TestSeededPausedHomeIsCaught: each deliberate bug of a mirror, switched
+// on in the proxy through which the paused home's fault reads it, is named
+// by the check it breaks. Two caches: a, a mirror, and d, the home, in a
+// child process; each case has a partition of its own.
+func TestSeededPausedHomeIsCaught(t *testing.T) {
+	if !*processSeeded {
+		t.Skip("starts two caches, one in a child process, and pauses it twice (about 40 s): run with -robustness.process-seeded")
+	}
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
+	defer cancel()
+	regions := cachetest.StartRegions(t, ctx, cachetest.RegionsOptions{Processes: []string{"d"}}, "a", "d")
+	for i, tc := range []struct {
+		fault SeededFault
+		check string
+	}{
+		{ConsistentReadWhileCutOff, "paused-home-consistent"},
+		{StaleReadWithoutAge, "paused-home-stale"},
+	} {
+		t.Run(string(tc.fault), func(t *testing.T) {
+			c := &cluster{}
+			h := pausedHomeAt(t, c, regions["d"], fmt.Sprintf("seeded%d", i), map[string]*cachetest.Region{"a": regions["a"]})
+			for _, mirror := range h.mirrors {
+				mirror.Enable(tc.fault)
+			}
+			f := h.pauseOfHome()
+			rep := c.run(t, 6*time.Second, func(ctx context.Context, note func(string), n int) {
+				if n == 0 {
+					f(ctx, t, note)
+				}
+			})
+			logReport(t, string(tc.fault), rep)
+			var checks []string
+			for _, v := range rep.Violations {
+				checks = append(checks, v.Check)
+			}
+			if !slices.Contains(checks, tc.check) {
+				t.Errorf("seeded fault %s: violations %v, want one of %s", tc.fault, checks, tc.check)
+			}
+		})
+	}
+}
+
 // TestCheckSavedHistory checks a saved history again, alone.
 func TestCheckSavedHistory(t *testing.T) {
 	if *replay == "" {
@@ -844,6 +1031,9 @@ func TestCheckSavedHistory(t *testing.T) {
 }
 
 func TestMain(m *testing.M) {
+	// The memory-group shape runs members as child processes of this
+	// binary.
+	cachetest.RunMemberIfAsked()
 	flag.Parse()
 	os.Exit(m.Run())
 }

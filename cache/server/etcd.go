@@ -51,7 +51,7 @@ func memoryGroup(o *options.MemoryGroupOptions) (*embeddedetcd.Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &embeddedetcd.Group{Name: o.MemberName, ClientURL: o.ClientURL}
+	g := &embeddedetcd.Group{Name: o.MemberName, ClientURL: o.ClientURL, PeerListenURL: o.PeerListenURL}
 	for _, m := range members {
 		g.Peers = append(g.Peers, embeddedetcd.Peer{Name: m.Name, URL: m.URL})
 	}

@@ -44,6 +44,11 @@ type Options struct {
 	EtcdDirectory string
 	// Port is the server's loopback port. Zero: a reserved free port.
 	Port int
+	// ClientCAFile, when set, is the CA the server trusts for client
+	// certificates (--client-ca-file), held by whoever issues the
+	// identities (the parent of a member process); empty: Start creates
+	// one, and UserConfig issues its identities.
+	ClientCAFile string
 	// Durable makes etcd fsync, as production does: for measurements.
 	// Tests leave it off; fsync dominates their latency.
 	Durable bool
@@ -128,7 +133,9 @@ func Start(ctx context.Context, opts Options) (_ *Server, err error) {
 	if s.etcdTLS, err = embeddedetcd.GenerateTLS(filepath.Join(certs, "etcd")); err != nil {
 		return nil, err
 	}
-	if err := s.newClientCA(filepath.Join(certs, "client-ca.crt")); err != nil {
+	if s.opts.ClientCAFile != "" {
+		s.clientCAFile = s.opts.ClientCAFile
+	} else if err := s.newClientCA(filepath.Join(certs, "client-ca.crt")); err != nil {
 		return nil, err
 	}
 	if err := s.startEtcd(ctx); err != nil {

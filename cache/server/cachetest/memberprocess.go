@@ -11,13 +11,22 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/pki"
+	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
 // memberEnv tells a child process of a test binary which member of a memory
@@ -39,18 +48,70 @@ type memberSpec struct {
 	// directory on the memory file system; empty: under the root
 	// directory.
 	EtcdDirectory string `json:"etcdDirectory,omitempty"`
+	// PeerListenURL is --memory-peer-listen-url: where the member listens
+	// when its peer URL is a proxy's (GroupLinks); empty: on its peer URL.
+	PeerListenURL string `json:"peerListenURL,omitempty"`
+	// RootDirectory and Port, when set, keep the server's admin
+	// kubeconfig and address across restarts, for a parent that reads the
+	// member (MemberProcess.Config).
+	RootDirectory string `json:"rootDirectory,omitempty"`
+	Port          int    `json:"port,omitempty"`
+	// ClientCAFile, when set, is the CA the member trusts for client
+	// certificates, whose key the parent holds (MemberProcess.ShardConfig).
+	ClientCAFile string `json:"clientCAFile,omitempty"`
+	// Args are more of the server's flags, as on its command line.
+	Args []string `json:"args,omitempty"`
+	// DataDirectory, for a server that is no member of a group (no
+	// Peers), is its etcd's data directory (Options.EtcdDirectory).
+	DataDirectory string `json:"dataDirectory,omitempty"`
 }
 
-// option makes a server the member.
+// option makes a server the member, or, without Peers, a standalone
+// server on an etcd of its own in DataDirectory; Args apply last.
 func (m memberSpec) option() Option {
-	return OwnEmbeddedEtcd(func(o *options.Options) {
+	member := OwnEmbeddedEtcd(func(o *options.Options) {
 		o.EmbeddedEtcd.Storage = options.StorageMemory
 		if m.EtcdDirectory != "" {
 			o.EmbeddedEtcd.Directory = m.EtcdDirectory
 		}
 		g := o.EmbeddedEtcd.MemoryGroup
 		g.Peers, g.MemberName, g.ClientURL, g.SecretFile = m.Peers, m.Name, m.ClientURL, m.SecretFile
+		g.PeerListenURL = m.PeerListenURL
 	})
+	return func(o *Options) {
+		if len(m.Peers) > 0 {
+			member(o)
+		} else {
+			o.EtcdDirectory = m.DataDirectory
+		}
+		base := o.Flags
+		o.Flags = func(opts *options.Options) {
+			if base != nil {
+				base(opts)
+			}
+			if err := parseArgs(opts, m.Args); err != nil {
+				// A flag the server does not know is the test's
+				// mistake: the process ends, and ready reports its
+				// output.
+				panic(err)
+			}
+		}
+		o.RootDirectory, o.Port, o.ClientCAFile = m.RootDirectory, m.Port, m.ClientCAFile
+	}
+}
+
+// parseArgs sets opts from a server's command-line flags.
+func parseArgs(opts *options.Options, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	var fss cliflag.NamedFlagSets
+	opts.AddFlags(&fss)
+	fs := pflag.NewFlagSet("member", pflag.ContinueOnError)
+	for _, f := range fss.FlagSets {
+		fs.AddFlagSet(f)
+	}
+	return fs.Parse(args)
 }
 
 // RunMemberIfAsked runs, in a child process of a test binary started by
@@ -95,7 +156,11 @@ type MemberProcess struct {
 	// Name is the member's name in the group.
 	Name string
 
-	spec  memberSpec
+	spec memberSpec
+	dir  string
+	// clientCA issues identities the member trusts (spec.ClientCAFile).
+	clientCA *pki.CA
+	// The fields below are the running process's; start sets them anew.
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	logs  string
@@ -103,24 +168,36 @@ type MemberProcess struct {
 	readyCh chan struct{}
 	exited  chan struct{}
 	err     error // the process's exit, once exited is closed
+	// paused: stopped with SIGSTOP and not continued yet.
+	paused bool
 }
 
 // startMemberProcess starts the test binary as member m; its output goes to
 // a file in dir. It does not wait for the member to be ready (ready).
 func startMemberProcess(m memberSpec, dir string) (*MemberProcess, error) {
+	p := &MemberProcess{Name: m.Name, spec: m, dir: dir}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// start starts the member's process, the first time or again after stop;
+// its output is appended to the member's log file.
+func (p *MemberProcess) start() error {
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	encoded, err := json.Marshal(m)
+	encoded, err := json.Marshal(p.spec)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	p := &MemberProcess{Name: m.Name, spec: m, logs: filepath.Join(dir, m.Name+".log"),
-		readyCh: make(chan struct{}), exited: make(chan struct{})}
-	logs, err := os.Create(p.logs)
+	p.logs = filepath.Join(p.dir, p.Name+".log")
+	p.readyCh, p.exited, p.err, p.paused = make(chan struct{}), make(chan struct{}), nil, false
+	logs, err := os.OpenFile(p.logs, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer func() { _ = logs.Close() }()
 	// -test.run=^$: a binary whose TestMain does not call RunMemberIfAsked
@@ -130,27 +207,29 @@ func startMemberProcess(m memberSpec, dir string) (*MemberProcess, error) {
 	p.cmd.Stderr = logs
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := p.cmd.Start(); err != nil {
-		return nil, err
+		return err
 	}
+	// This run's own channels: a later start replaces p's.
+	readyCh, exited, cmd := p.readyCh, p.exited, p.cmd
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if sc.Text() == memberReady {
-				close(p.readyCh)
+				close(readyCh)
 				break
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
-		p.err = p.cmd.Wait()
-		close(p.exited)
+		p.err = cmd.Wait()
+		close(exited)
 	}()
-	return p, nil
+	return nil
 }
 
 // ready waits until the member's server is ready, or fails with its
@@ -182,10 +261,88 @@ func (p *MemberProcess) Kill() error {
 	return nil
 }
 
+// Pause stops the member's process with SIGSTOP, as a long GC pause or a
+// frozen VM would: it keeps every connection open and answers nothing
+// until Continue. The process's threads stop within the call, as the
+// kernel delivers SIGSTOP before anything else the process would do.
+func (p *MemberProcess) Pause() error {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("pausing member process %s: %w", p.Name, err)
+	}
+	p.paused = true
+	return nil
+}
+
+// Continue lets a paused member run again (SIGCONT).
+func (p *MemberProcess) Continue() error {
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		return fmt.Errorf("continuing member process %s: %w", p.Name, err)
+	}
+	p.paused = false
+	return nil
+}
+
+// RestartWith is Restart with the server's flags args instead of those it
+// ran with.
+func (p *MemberProcess) RestartWith(ctx context.Context, args []string) error {
+	p.spec.Args = args
+	return p.Restart(ctx)
+}
+
+// Restart stops the member cleanly, its memory gone, and starts it again as
+// the same member, on the same address and root directory: it rejoins the
+// group and refills from the others. It waits until the member is ready.
+func (p *MemberProcess) Restart(ctx context.Context) error {
+	if err := p.stop(); err != nil {
+		return err
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	return p.ready(ctx)
+}
+
+// Config is an admin configuration for the member's cache server, from the
+// kubeconfig it wrote into its root directory; it stays valid across
+// restarts. Only a member started with a root directory and a port has one
+// (StartMemoryGroupWith).
+func (p *MemberProcess) Config() (*rest.Config, error) {
+	if p.spec.RootDirectory == "" {
+		return nil, fmt.Errorf("member process %s has no root directory of its own", p.Name)
+	}
+	return clientcmd.BuildConfigFromFlags("", filepath.Join(p.spec.RootDirectory, server.KubeconfigFileName))
+}
+
+// ShardConfig is a configuration for the member's cache that
+// authenticates as shard's identity, system:kcp:shard:<shard>, with a
+// client certificate of the CA the parent gave the member
+// (StartMemoryGroupWith).
+func (p *MemberProcess) ShardConfig(t testing.TB, shard string) *rest.Config {
+	t.Helper()
+	cfg, err := p.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.clientCA == nil {
+		t.Fatalf("member process %s trusts no CA of this process", p.Name)
+	}
+	certPEM, keyPEM, err := p.clientCA.IssueClient(kcpcache.ShardUser(shard), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rest.AnonymousClientConfig(cfg)
+	c.CertData, c.KeyData = certPEM, keyPEM
+	return c
+}
+
 // stop ends the member cleanly (its standard input closed), or kills it
 // when it does not stop within DefaultTimeout, and removes what it left in
 // memory.
 func (p *MemberProcess) stop() error {
+	if p.paused {
+		// A stopped process never reads the end of its input.
+		_ = p.Continue()
+	}
 	_ = p.stdin.Close()
 	var err error
 	select {
@@ -247,4 +404,35 @@ func startMemberProcesses(t testing.TB, members []memberSpec) ([]*MemberProcess,
 		}
 		return errors.Join(errs...)
 	}
+}
+
+// StartServerProcess starts a standalone cache server, on an etcd of its
+// own, in a child process of the test binary (whose TestMain calls
+// RunMemberIfAsked), with the server's flags args, and waits until it is
+// ready; the test can pause it and restart it on its data, and it stops
+// when the test ends. Its name is for its log. It trusts client
+// certificates of a CA of this process (ShardConfig).
+func StartServerProcess(t testing.TB, name string, args []string) *MemberProcess {
+	t.Helper()
+	clientCA, err := pki.NewCA("cachetest-process-clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := pki.WriteFile(caFile, clientCA.CertPEM); err != nil {
+		t.Fatal(err)
+	}
+	port, err := ports.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := memberSpec{Name: name, RootDirectory: t.TempDir(), DataDirectory: t.TempDir(), Port: port, ClientCAFile: caFile, Args: args}
+	procs, ready := startMemberProcesses(t, []memberSpec{spec})
+	procs[0].clientCA = clientCA
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	if err := ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return procs[0]
 }

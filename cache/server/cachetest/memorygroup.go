@@ -3,15 +3,20 @@ package cachetest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
+	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
+	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 	"github.com/kcp-cache/kcp-cache/cache/server/ports"
 )
 
@@ -52,19 +57,82 @@ func StartMemoryGroup(t testing.TB, n int) ([]*Server, []string) {
 // (the members after them), and every member's client URL.
 func StartMemoryGroupWithProcesses(t testing.TB, n, processes int) ([]*Server, []*MemberProcess, []string) {
 	t.Helper()
+	g := StartMemoryGroupWith(t, GroupOptions{Members: n, Processes: processes})
+	return g.Servers, g.Processes, g.ClientURLs
+}
+
+// GroupOptions say what StartMemoryGroupWith starts.
+type GroupOptions struct {
+	// Members is the group's size.
+	Members int
+	// Processes is how many of the last members run in child processes of
+	// the test binary, whose TestMain calls RunMemberIfAsked: a test can
+	// kill, pause and restart those.
+	Processes int
+	// Links puts GroupLinks between the members, so that a test can cut
+	// the group in parts.
+	Links bool
+}
+
+// MemoryGroup is a group StartMemoryGroupWith started.
+type MemoryGroup struct {
+	// Servers are the members running in this process: m0, m1, ...
+	Servers []*Server
+	// Processes are the members in child processes, after Servers.
+	Processes []*MemberProcess
+	// ClientURLs are every member's client URL, in order.
+	ClientURLs []string
+	// Links stand between the members; nil without GroupOptions.Links.
+	Links *GroupLinks
+
+	secret []byte
+}
+
+// EtcdClientTLS is an identity in the group, derived from its secret as a
+// member's is: a client with it reaches every member's ClientURLs.
+func (g *MemoryGroup) EtcdClientTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	files, err := embeddedetcd.GenerateGroupTLS(t.TempDir(), g.secret, "test-client", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := files.ClientTLSConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// StartMemoryGroupWith starts a --storage=memory group on loopback as o
+// says, all members at once (a new group needs a majority of its members
+// up within the start timeout), and stops it when the test ends.
+func StartMemoryGroupWith(t testing.TB, o GroupOptions) *MemoryGroup {
+	t.Helper()
+	n := o.Members
 	members := make([]memberSpec, n)
 	var peers []string
+	g := &MemoryGroup{}
+	if o.Links {
+		names := make([]string, n)
+		for i := range n {
+			names[i] = fmt.Sprintf("m%d", i)
+		}
+		g.Links = newGroupLinks(names)
+	}
+	reserve := func() int {
+		port, err := ports.Reserve()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return port
+	}
 	for i := range n {
-		peerPort, err := ports.Reserve()
-		if err != nil {
-			t.Fatal(err)
+		peerURL := fmt.Sprintf("https://127.0.0.1:%d", reserve())
+		peers = append(peers, fmt.Sprintf("m%d=%s", i, peerURL))
+		members[i] = memberSpec{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("https://127.0.0.1:%d", reserve())}
+		if o.Links {
+			members[i].PeerListenURL = fmt.Sprintf("https://127.0.0.1:%d", reserve())
 		}
-		clientPort, err := ports.Reserve()
-		if err != nil {
-			t.Fatal(err)
-		}
-		peers = append(peers, fmt.Sprintf("m%d=https://127.0.0.1:%d", i, peerPort))
-		members[i] = memberSpec{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("https://127.0.0.1:%d", clientPort)}
 	}
 	// The group's secret, as an operator hands it to every server: the
 	// group speaks TLS with certificates derived from it.
@@ -76,28 +144,66 @@ func StartMemoryGroupWithProcesses(t testing.TB, n, processes int) ([]*Server, [
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clientURLs := make([]string, n)
+	g.secret = secret
+	g.ClientURLs = make([]string, n)
 	for i := range members {
 		members[i].Peers, members[i].SecretFile = peers, secretFile
-		clientURLs[i] = members[i].ClientURL
+		g.ClientURLs[i] = members[i].ClientURL
 	}
-	here := n - processes
-	var procs []*MemberProcess
+	if o.Links {
+		// The links' own identity in the group, derived from the secret
+		// as a member's is; its name is no member's.
+		certs, err := embeddedetcd.GenerateGroupTLS(t.TempDir(), secret, "links", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, m := range members {
+			_, advertised, _ := strings.Cut(peers[i], "=")
+			listen, err := url.Parse(advertised)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target, err := url.Parse(m.PeerListenURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Links.serve(t, m.Name, listen, target, certs)
+		}
+	}
+	here := n - o.Processes
 	procsReady := func(context.Context) error { return nil }
-	if processes > 0 {
-		procs, procsReady = startMemberProcesses(t, members[here:])
+	if o.Processes > 0 {
+		// The member processes trust a CA of this process: its tests
+		// issue identities for them (MemberProcess.ShardConfig).
+		clientCA, err := pki.NewCA("cachetest-member-clients")
+		if err != nil {
+			t.Fatal(err)
+		}
+		caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+		if err := pki.WriteFile(caFile, clientCA.CertPEM); err != nil {
+			t.Fatal(err)
+		}
+		for i := here; i < n; i++ {
+			// A parent reads a member process through the kubeconfig in
+			// its root directory, at its address, across restarts.
+			members[i].RootDirectory, members[i].Port, members[i].ClientCAFile = t.TempDir(), reserve(), caFile
+		}
+		g.Processes, procsReady = startMemberProcesses(t, members[here:])
+		for _, p := range g.Processes {
+			p.clientCA = clientCA
+		}
 	}
-	servers := make([]*Server, here)
+	g.Servers = make([]*Server, here)
 	errs := make([]error, here)
 	var procsErr error
 	var wg sync.WaitGroup
 	for i := range here {
-		var o Options
-		members[i].option()(&o)
+		var opts Options
+		members[i].option()(&opts)
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), DefaultTimeout)
 			defer cancel()
-			servers[i], errs[i] = Start(ctx, o)
+			g.Servers[i], errs[i] = Start(ctx, opts)
 		})
 	}
 	wg.Go(func() {
@@ -106,7 +212,7 @@ func StartMemoryGroupWithProcesses(t testing.TB, n, processes int) ([]*Server, [
 		procsErr = procsReady(ctx)
 	})
 	wg.Wait()
-	for i, srv := range servers {
+	for i, srv := range g.Servers {
 		if srv != nil {
 			StopOnCleanup(t, fmt.Sprintf("member m%d", i), srv.Stop)
 		}
@@ -119,5 +225,5 @@ func StartMemoryGroupWithProcesses(t testing.TB, n, processes int) ([]*Server, [
 	if procsErr != nil {
 		t.Fatal(procsErr)
 	}
-	return servers, procs, clientURLs
+	return g
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,12 @@ import (
 // embedded etcd, named, peering with the others.
 type Region struct {
 	Name string
-	Srv  *Server
+	// Srv is the region's server running in this process; nil for a
+	// region in a child process (Proc).
+	Srv *Server
+	// Proc is the region's server in a child process
+	// (RegionsOptions.Processes), which a test can pause; nil otherwise.
+	Proc *MemberProcess
 	// Opts start the region's server again on its data (and peers).
 	Opts Options
 	// TokenFile is the cache's --token-auth-file: a line for each cache
@@ -45,6 +51,10 @@ type RegionsOptions struct {
 	// <root>/etcd-server, as the binary does, instead of the fixture's:
 	// for what only a server's own member has, such as a backup.
 	OwnEmbeddedEtcd bool
+	// Processes names the caches that run in child processes of the test
+	// binary (StartServerProcess), with an etcd of their own in the child:
+	// a test can pause them.
+	Processes []string
 }
 
 // PeerToken is the bearer token with which cache from reads cache to.
@@ -72,6 +82,11 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 			t.Fatal(err)
 		}
 		r := &Region{Name: name, TokenFile: tokenFile, PeerKubeconfigs: map[string]string{}}
+		if slices.Contains(ro.Processes, name) {
+			r.Proc = StartServerProcess(t, name, r.processArgs(nil))
+			regions[name] = r
+			continue
+		}
 		r.Opts = Options{RootDirectory: t.TempDir(), EtcdDirectory: t.TempDir(), Port: port}
 		r.Opts.Flags = func(o *options.Options) {
 			o.Authentication.TokenAuthFile = tokenFile
@@ -94,7 +109,11 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 			if p == r || (ro.PeersWith != nil && !ro.PeersWith(r.Name, p.Name)) {
 				continue
 			}
-			cfg := rest.AnonymousClientConfig(p.Srv.Config())
+			admin, err := p.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := rest.AnonymousClientConfig(admin)
 			cfg.BearerToken = PeerToken(r.Name, p.Name)
 			if ro.Via != nil {
 				cfg.Host = ro.Via(r.Name, p.Name, cfg.Host)
@@ -106,6 +125,12 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 			peers = append(peers, p.Name+"="+file)
 			r.PeerKubeconfigs[p.Name] = file
 		}
+		if r.Proc != nil {
+			if err := r.Proc.RestartWith(ctx, r.processArgs(peers)); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
 		base := r.Opts.Flags
 		r.Opts.Flags = func(o *options.Options) {
 			base(o)
@@ -116,4 +141,23 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 		}
 	}
 	return regions
+}
+
+// Config is an admin configuration of the region's cache, wherever it
+// runs.
+func (r *Region) Config() (*rest.Config, error) {
+	if r.Proc != nil {
+		return r.Proc.Config()
+	}
+	return r.Srv.Config(), nil
+}
+
+// processArgs are the flags of a region in a child process: those that
+// StartRegions sets for a region in this process, and its peers.
+func (r *Region) processArgs(peers []string) []string {
+	args := []string{"--token-auth-file=" + r.TokenFile, "--cache-name=" + r.Name, "--freshness-wait=3s"}
+	for _, p := range peers {
+		args = append(args, "--peer="+p)
+	}
+	return args
 }

@@ -79,6 +79,10 @@ type Group struct {
 	// members' requests to change the membership. The member listens on
 	// it (on every interface when the host is a name, not an address).
 	ClientURL string
+	// PeerListenURL is where the member listens for its peers when they
+	// reach its peer URL (in Peers) through something in between; empty:
+	// on its peer URL.
+	PeerListenURL string
 }
 
 // Peer is a member of a group: its name and the URL of its peer listener.
@@ -189,8 +193,16 @@ func (g Group) configure(ec *embed.Config) error {
 	if err != nil {
 		return err
 	}
+	listen := *peer
+	if g.PeerListenURL != "" {
+		u, err := url.Parse(g.PeerListenURL)
+		if err != nil {
+			return err
+		}
+		listen = *u
+	}
 	ec.Name = g.Name
-	ec.ListenPeerUrls = []url.URL{listenURL(*peer)}
+	ec.ListenPeerUrls = []url.URL{listenURL(listen)}
 	ec.AdvertisePeerUrls = []url.URL{*peer}
 	ec.ListenClientUrls = append(ec.ListenClientUrls, listenURL(*client))
 	// Others learn where to reach this member from the membership; the
