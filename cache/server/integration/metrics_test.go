@@ -1,9 +1,6 @@
 package integration_test
 
 import (
-	"bufio"
-	"strconv"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,29 +9,12 @@ import (
 )
 
 // metricSum adds up the samples of a metric whose labels contain every
-// fragment in labels.
+// fragment in labels, in a scrape of srv's /metrics.
 func metricSum(t *testing.T, srv *cachetest.Server, name string, labels ...string) float64 {
 	t.Helper()
-	var sum float64
-	sc := bufio.NewScanner(strings.NewReader(scrape(t, srv)))
-	sc.Buffer(make([]byte, 1024*1024), 1024*1024)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
-			continue
-		}
-		matches := true
-		for _, l := range labels {
-			matches = matches && strings.Contains(line, l)
-		}
-		if !matches {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
-		if err != nil {
-			t.Fatalf("parsing %q: %v", line, err)
-		}
-		sum += v
+	sum, err := parseSamples(scrape(t, srv), name, labels...)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return sum
 }

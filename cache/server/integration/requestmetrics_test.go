@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -150,8 +151,17 @@ func scrape(t *testing.T, srv *cachetest.Server) string {
 }
 
 // sumSamples adds up the samples of metric name in a scrape whose labels
-// contain every fragment in labels.
+// contain every fragment in labels; a sample that does not parse counts 0.
 func sumSamples(scrape, name string, labels ...string) float64 {
+	sum, _ := parseSamples(scrape, name, labels...)
+	return sum
+}
+
+// parseSamples adds up the samples of metric name in a scrape whose labels
+// contain every fragment in labels. The scrape is split on newlines with no
+// limit on a line's length: bufio.Scanner stops at its first line over its
+// limit, and every metric sorted after that line would read 0.
+func parseSamples(scrape, name string, labels ...string) (float64, error) {
 	var sum float64
 	for _, line := range strings.Split(scrape, "\n") {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
@@ -161,9 +171,14 @@ func sumSamples(scrape, name string, labels ...string) float64 {
 		for _, l := range labels {
 			matches = matches && strings.Contains(line, l)
 		}
-		if v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64); err == nil && matches {
-			sum += v
+		if !matches {
+			continue
 		}
+		v, err := strconv.ParseFloat(line[strings.LastIndex(line, " ")+1:], 64)
+		if err != nil {
+			return sum, fmt.Errorf("parsing %q: %w", line, err)
+		}
+		sum += v
 	}
-	return sum
+	return sum, nil
 }
