@@ -84,9 +84,12 @@ type localCopy struct {
 	uid types.UID
 	// home is the object's home annotation: empty for an object written
 	// here by its shard.
-	home    string
-	epoch   string
-	content [sha256.Size]byte
+	home  string
+	epoch string
+	// homeRevision is the home's resourceVersion the copy records
+	// (kcpcache.AnnotationHomeResourceVersion).
+	homeRevision string
+	content      [sha256.Size]byte
 }
 
 // converge makes the copies of this type whose home is the peer exactly the
@@ -123,7 +126,15 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			}
 			existing, ok := have[k]
 			ok = ok && s.replaceable(k.shard)
-			if ok && existing.content == contentOf(s.desiredCopy(u)) {
+			// A copy is kept only when it records the home's revision too:
+			// the home rewrites an object without changing its content
+			// when it makes its copies its own after adopting the shard
+			// (promoteAdopted, moving.go), and a copy left with the older
+			// revision names a state the home no longer holds until the
+			// object is written again (a cache holding k0 as the new
+			// home's 549 while the new home holds it at 560 kept a home
+			// move in the robustness harness from completing).
+			if ok && existing.content == contentOf(s.desiredCopy(u)) && existing.homeRevision == u.GetResourceVersion() {
 				continue
 			}
 			if err := s.applyPeerObject(ctx, u, !ok); err != nil {
@@ -170,7 +181,7 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 		for i := range page.Items {
 			u := &page.Items[i]
 			a := u.GetAnnotations()
-			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], epoch: a[kcpcache.AnnotationHomeEpoch]}
+			c := localCopy{uid: u.GetUID(), home: a[kcpcache.AnnotationHome], epoch: a[kcpcache.AnnotationHomeEpoch], homeRevision: a[kcpcache.AnnotationHomeResourceVersion]}
 			k := keyOf(u)
 			if s.replaceable(k.shard) {
 				// Only what may be the peer's is compared: a digest left

@@ -415,15 +415,24 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 	if err != nil {
 		return fmt.Errorf("event resourceVersion %q is not a revision: %w", u.GetResourceVersion(), err)
 	}
+	// Whether the peer still holds the object's shard may take a question
+	// to the peer, which can wait up to the freshness wait: it is asked
+	// before applyMu is taken, since every stale read of this stream's
+	// types waits for applyMu. Holding it while asking made a stale read,
+	// which must be answered without the peer, wait on a peer that answers
+	// slowly (paused, or behind a cut link).
+	take := t == watch.Deleted
+	if t == watch.Added || t == watch.Modified {
+		take, err = s.stillPeersShard(ctx, u)
+	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	switch t {
-	case watch.Added, watch.Modified:
-		var take bool
-		if take, err = s.stillPeersShard(ctx, u); take {
-			err = s.applyPeerObject(ctx, u, t == watch.Added)
-		}
-	case watch.Deleted:
+	switch {
+	case err != nil:
+	case !take:
+	case t == watch.Added || t == watch.Modified:
+		err = s.applyPeerObject(ctx, u, t == watch.Added)
+	case t == watch.Deleted:
 		err = s.applyPeerDeletion(ctx, u)
 	}
 	if err != nil {
