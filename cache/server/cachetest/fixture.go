@@ -181,8 +181,14 @@ func (s *Server) startServer(ctx context.Context, readyPath string) error {
 	if s.opts.Starting != nil {
 		s.opts.Starting(rest.CopyConfig(s.config))
 	}
-	s.process, err = startProcess(ctx, ready, readyPath, run)
-	return err
+	p, err := startProcess(ctx, ready, readyPath, run)
+	if err != nil {
+		// s.process stays the stopped one: a later Halt, Restart or Done
+		// of a server that failed to start must not dereference nil.
+		return err
+	}
+	s.process = p
+	return nil
 }
 
 func (s *Server) serverOptions(root, etcdPrefix string) *options.Options {
