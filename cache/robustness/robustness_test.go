@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -459,10 +460,34 @@ func homeMoveOf(t *testing.T, p *partition, regions map[string]*cachetest.Region
 		})
 		if err != nil {
 			t.Errorf("moving the home of %s from %s to %s: %v", p.shard, from, to, err)
+			// The caches of this shape run in this process: their
+			// goroutines say what a read that never answers waits on.
+			dumpGoroutines(t, "move-"+p.shard+"-"+from+"-"+to)
 			return
 		}
 		note(fmt.Sprintf("the home of %s moved from %s to %s", p.shard, from, to))
 	}
+}
+
+// dumpGoroutines writes the stacks of every goroutine of the test binary
+// next to the saved histories, for a fault whose step timed out.
+func dumpGoroutines(t *testing.T, what string) {
+	dir := *saveDir
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	path := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+"-"+what+"-goroutines.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Logf("cannot write the goroutines: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		t.Logf("cannot write the goroutines: %v", err)
+		return
+	}
+	t.Logf("the goroutines of the test binary: %s", path)
 }
 
 // homeRevisionsAt reads what r holds now (resourceVersion=0) as the
