@@ -114,7 +114,10 @@ type memberProbe struct {
 	code    int
 	message string
 	age     string
-	err     error
+	// homeRevision is the answer's kcpcache.HomeRevisionHeader: the
+	// home revisions a 200 says it reflects.
+	homeRevision string
+	err          error
 }
 
 func (p memberProbe) String() string {
@@ -127,6 +130,9 @@ func (p memberProbe) String() string {
 	}
 	if p.age != "" {
 		s += ", " + kcpcache.FreshnessAgeHeader + ": " + p.age
+	}
+	if p.homeRevision != "" {
+		s += ", " + kcpcache.HomeRevisionHeader + ": " + p.homeRevision
 	}
 	return s
 }

@@ -53,7 +53,7 @@ func (h *pausedHome) probe(ctx context.Context, mirror *Proxy, stale bool) (memb
 	defer func() { _ = resp.Body.Close() }()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes))
 	took := time.Since(start)
-	p := memberProbe{code: resp.StatusCode, age: resp.Header.Get(kcpcache.FreshnessAgeHeader)}
+	p := memberProbe{code: resp.StatusCode, age: resp.Header.Get(kcpcache.FreshnessAgeHeader), homeRevision: resp.Header.Get(kcpcache.HomeRevisionHeader)}
 	if resp.StatusCode != http.StatusOK {
 		p.message = string(body)
 	}
@@ -121,7 +121,9 @@ func (h *pausedHome) pauseOfHome() fault {
 			wg.Go(func() {
 				p, took := h.probe(ctx, mirror, false)
 				if p.err != nil || p.code != http.StatusServiceUnavailable || !strings.Contains(p.message, homes.ReasonHomeUnreachable) || took > freshnessWait+slack {
-					h.found(Violation{Check: "paused-home-consistent", Details: fmt.Sprintf("a consistent read of %s at %s while %s was paused answered after %s: %s; want 503 %s within %s", h.shard, name, h.home.Name, took.Round(time.Millisecond), p, homes.ReasonHomeUnreachable, freshnessWait+slack)})
+					// The home's process state (T: stopped) says whether
+					// the mirror answered without it.
+					h.found(Violation{Check: "paused-home-consistent", Details: fmt.Sprintf("a consistent read of %s at %s while %s was paused (%s after SIGSTOP, process state %s) answered after %s: %s; want 503 %s within %s", h.shard, name, h.home.Name, time.Since(paused).Round(time.Millisecond), h.home.Proc.State(), took.Round(time.Millisecond), p, homes.ReasonHomeUnreachable, freshnessWait+slack)})
 				}
 				first, _ := h.probe(ctx, mirror, true)
 				age1, ok1 := h.ageOf(first.age)

@@ -2,6 +2,7 @@ package cachetest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,6 +272,22 @@ func (p *MemberProcess) Pause() error {
 	}
 	p.paused = true
 	return nil
+}
+
+// State is the member process's state as the kernel reports it (the third
+// field of /proc/PID/stat: R running, S sleeping, T stopped, ...), or why it
+// cannot be read: for a test to tell whether a pause is in force.
+func (p *MemberProcess) State() string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return err.Error()
+	}
+	// The command name (the second field) is in parentheses and may hold
+	// spaces; the state follows the last closing one.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return string(b[i+2])
+	}
+	return "unknown"
 }
 
 // Continue lets a paused member run again (SIGCONT).
