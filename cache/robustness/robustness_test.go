@@ -715,6 +715,7 @@ func (r *Report) add(rep Report, named bool, shard string) {
 	r.Writes += rep.Writes
 	r.Reads += rep.Reads
 	r.Unknown += rep.Unknown
+	r.Refused += rep.Refused
 	r.MirrorReads += rep.MirrorReads
 	r.StaleReads += rep.StaleReads
 	r.TimeTravelRefused += rep.TimeTravelRefused
@@ -802,8 +803,8 @@ func memberFaults(cluster *cachetest.EtcdCluster, members int) (kill, restart fa
 
 func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
-	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d refused by the reader as time travel), %d watch events, faults: %v",
-		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.TimeTravelRefused, rep.WatchEvents, rep.Faults)
+	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d refused with 507, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d refused by the reader as time travel), %d watch events, faults: %v",
+		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Refused, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.TimeTravelRefused, rep.WatchEvents, rep.Faults)
 	t.Logf("  5xx answers by status and reason: %s", formatCounts(rep.ServerErrors))
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
@@ -894,6 +895,7 @@ func TestSeededFaultsAreCaught(t *testing.T) {
 		{StaleConsistentRead, "linearizability"},
 		{WatchSkipsAnEvent, "watch-gap"},
 		{WatchReordersEvents, "watch-order"},
+		{WriteDoneThenRefused, "linearizability"},
 	} {
 		name := string(tc.fault)
 		if name == "" {

@@ -227,6 +227,13 @@ func (tr Traffic) write(ctx context.Context, c dynamic.ResourceInterface, id int
 		out = Output{Status: StatusNotFound}
 	default:
 		out = Output{Status: StatusUnknown, Error: err.Error()}
+		if status, ok := err.(apierrors.APIStatus); ok {
+			out.Code, out.Reason = int(status.Status().Code), string(status.Status().Reason)
+		}
+		if out.Code == http.StatusInsufficientStorage {
+			// 507: not stored (a full disk, etcd's quota).
+			out.Status = StatusRefused
+		}
 	}
 	tr.Rec.Record(Op{Client: id, Input: in, Output: out, Call: call, Return: ret})
 }
