@@ -100,7 +100,7 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ClientPort, "embedded-etcd-client-port", o.ClientPort, "Loopback port the embedded etcd serves clients on; 0 picks a free port.")
 	fs.IntVar(&o.PeerPort, "embedded-etcd-peer-port", o.PeerPort, "Loopback port the embedded etcd uses for peer traffic; 0 picks a free port.")
 	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
-		"Size at which the embedded etcd's database raises its no-space alarm and refuses writes; 0 keeps 2 GiB.")
+		"Size at which the embedded etcd's database raises its no-space alarm and refuses writes that add data (answered 507 InsufficientStorage; reads and deletes go on); 0 keeps 2 GiB.")
 	fs.Int64Var(&o.WALSegmentSizeBytes, "embedded-etcd-wal-size-bytes", o.WALSegmentSizeBytes,
 		"Size of each of the embedded etcd's write-ahead log files (preallocated); 0 keeps etcd's 64 MB.")
 	fs.StringSliceVar(&o.ListenMetricsURLs, "embedded-etcd-listen-metrics-urls", o.ListenMetricsURLs,

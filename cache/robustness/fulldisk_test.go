@@ -29,8 +29,17 @@ import (
 
 // fullDiskSize is the size of the tmpfs the full-disk shape's etcd keeps
 // its data on: room for the default guard's threshold (256 MiB), a WAL
-// segment (64 MB) and the data.
-const fullDiskSize = "512m"
+// segment (64 MB) and the data. A long run's traffic (some 400 writes a
+// second) leaves up to five WAL segments (etcd keeps five) and a database
+// of several revisions per write between compactions: it gets 2 GiB, so
+// that the freed disk is above the threshold again. A tmpfs takes memory
+// only for what is written.
+func fullDiskSize() string {
+	if *duration > time.Minute {
+		return "2g"
+	}
+	return "512m"
+}
 
 // guardReaction bounds how long after the disk fills (or is freed) the
 // guard refuses (or takes) writes: it reads the free space at most once
@@ -121,7 +130,7 @@ type fullDisk struct {
 // server runs with --embedded-etcd-min-free-disk-bytes=0.
 func startFullDisk(t *testing.T, guard bool) (*cluster, *fullDisk) {
 	t.Helper()
-	mount := mountTmpfs(t, fullDiskSize)
+	mount := mountTmpfs(t, fullDiskSize())
 	var args []string
 	if !guard {
 		args = append(args, "--embedded-etcd-min-free-disk-bytes=0")
@@ -564,4 +573,43 @@ func TestFullDiskWithoutTheGuardEndsTheCache(t *testing.T) {
 		}
 	}
 	t.Logf("restarted on the freed disk: %d acknowledged writes, %d of them lost; %d objects held", len(acked), lost, len(list.Items))
+}
+
+// The full-disk check judges each write answered while the disk was
+// nearly full: refused with the guard's reason, unanswered, or 503 with a
+// reason passes; accepted, answered by storage, a 503 without a reason or
+// a 500 does not; a window without a read answered does not either.
+func TestCheckFullDiskJudgesTheWritesOnTheNearlyFullDisk(t *testing.T) {
+	const s = int64(time.Second)
+	refused := Output{Status: StatusRefused, Code: 507, Reason: string(filters.ReasonInsufficientStorage)}
+	read := Op{Input: Input{Op: OpGet, Key: "k"}, Output: Output{Status: StatusNotFound}, Call: 2 * s, Return: 2*s + 1}
+	for _, tc := range []struct {
+		name string
+		out  Output
+		ok   bool
+	}{
+		{"refused", refused, true},
+		{"no answer", Output{Status: StatusUnknown, Error: "connection refused"}, true},
+		{"the proxy's 502", Output{Status: StatusUnknown, Code: 502}, true},
+		{"503 with a reason", Output{Status: StatusUnknown, Code: 503, Reason: "ServiceUnavailable"}, true},
+		{"503 without a reason", Output{Status: StatusUnknown, Code: 503}, false},
+		{"500", Output{Status: StatusUnknown, Code: 500, Reason: "InternalError"}, false},
+		{"507 with another reason", Output{Status: StatusRefused, Code: 507, Reason: "Full"}, false},
+		{"accepted", Output{Status: StatusOK, Value: "v", RV: 7}, false},
+		{"answered by storage", Output{Status: StatusConflict}, false},
+	} {
+		h := History{Ops: []Op{
+			read,
+			{Input: Input{Op: OpCreate, Key: "k", Value: "v"}, Output: tc.out, Call: 2 * s, Return: 3 * s},
+			// Outside the window: not judged.
+			{Input: Input{Op: OpCreate, Key: "j", Value: "v"}, Output: Output{Status: StatusOK, RV: 3}, Call: s / 2, Return: s},
+		}}
+		if got := checkFullDisk(h, []window{{from: s, to: 4 * s}}); (len(got) == 0) != tc.ok {
+			t.Errorf("%s: violations %v, want ok %v", tc.name, got, tc.ok)
+		}
+	}
+	h := History{Ops: []Op{{Input: Input{Op: OpCreate, Key: "k", Value: "v"}, Output: refused, Call: 2 * s, Return: 3 * s}}}
+	if got := checkFullDisk(h, []window{{from: s, to: 4 * s}}); len(got) != 1 || !strings.Contains(got[0].Details, "no consistent read") {
+		t.Errorf("a window without a read: violations %v, want one naming it", got)
+	}
 }

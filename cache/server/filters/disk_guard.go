@@ -75,9 +75,9 @@ func (s *DiskSampler) Free() (uint64, error) {
 	return s.free, s.err
 }
 
-// guardedWrites are the verbs that add data to etcd: a delete frees
-// space (etcd's tombstone is smaller than the object), and a read writes
-// nothing.
+// guardedWrites are the verbs that add objects' data to etcd. A delete
+// adds only a tombstone and is how space is freed (once etcd compacts
+// and defragments); a read writes nothing.
 var guardedWrites = map[string]bool{"create": true, "update": true, "patch": true}
 
 // WithDiskGuard refuses a create, an update or a patch of a partition
