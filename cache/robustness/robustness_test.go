@@ -38,7 +38,7 @@ var (
 	replay   = flag.String("robustness.history", "", "a saved history for TestCheckSavedHistory to check again")
 	// processSeeded: CI's time budget leaves no room for more caches in
 	// child processes.
-	processSeeded = flag.Bool("robustness.process-seeded", false, "also run TestSeededGroupFaultsAreCaught and TestSeededPausedHomeIsCaught (caches in child processes, about two minutes)")
+	processSeeded = flag.Bool("robustness.process-seeded", false, "also run TestSeededGroupFaultsAreCaught, TestSeededPausedHomeIsCaught and TestFullDiskWithoutTheGuardEndsTheCache (caches in child processes, about two minutes)")
 )
 
 // cluster is a cluster shape: caches, one partition (shard) or more

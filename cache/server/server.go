@@ -153,7 +153,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	if ec := c.derived.embeddedEtcd; ec != nil && !ec.InMemory && c.extra.MinFreeDiskBytes > 0 {
 		chain.minFreeDisk, chain.disk = uint64(c.extra.MinFreeDiskBytes), &filters.DiskSampler{Directory: ec.Directory}
-		logger.V(2).Info("Refusing writes of partition objects while the embedded etcd's disk is nearly full", "directory", ec.Directory, "minFreeBytes", c.extra.MinFreeDiskBytes)
+		logger.V(2).Info("Disk guard on: writes of partition objects are refused while less than minFreeBytes is free under the embedded etcd's directory", "directory", ec.Directory, "minFreeBytes", c.extra.MinFreeDiskBytes)
 	}
 	generic.BuildHandlerChainFunc = chain.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())
