@@ -25,6 +25,16 @@ const (
 	// DefaultEmbeddedEtcdStartTimeout is how long a start waits for the
 	// embedded etcd (a group's majority) to serve.
 	DefaultEmbeddedEtcdStartTimeout = time.Minute
+
+	// DefaultEmbeddedEtcdMinFreeDiskBytes is the free space under the
+	// embedded etcd's directory below which the server takes no more
+	// writes of partition objects. An etcd that meets a full disk does not
+	// refuse the write: it ends the process at its next commit (measured:
+	// docs/testing.md, "A full disk: what must hold"). 256 MiB leaves room
+	// for a WAL segment etcd preallocates (64 MB), a snapshot, and the
+	// system writes of a start (the CRDs, the epoch), so that a server
+	// restarted on a nearly full disk still starts.
+	DefaultEmbeddedEtcdMinFreeDiskBytes = 256 << 20
 )
 
 // EmbeddedEtcdOptions configure the etcd member that runs inside the cache
@@ -65,13 +75,18 @@ type EmbeddedEtcdOptions struct {
 	// serve (for a member of a group: for a majority of the group).
 	StartTimeout time.Duration
 
+	// MinFreeDiskBytes is the free space under Directory below which
+	// creates, updates and patches of partition objects are refused with
+	// 507 (on-disk storage only; 0: never).
+	MinFreeDiskBytes int64
+
 	// MemoryGroup makes several in-memory servers one group.
 	MemoryGroup *MemoryGroupOptions
 }
 
 // NewEmbeddedEtcdOptions returns kcp-compatible defaults.
 func NewEmbeddedEtcdOptions() *EmbeddedEtcdOptions {
-	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval, StartTimeout: DefaultEmbeddedEtcdStartTimeout, MemoryGroup: NewMemoryGroupOptions()}
+	return &EmbeddedEtcdOptions{Storage: StorageEtcd, ClientPort: 2379, PeerPort: 2380, MaintenanceInterval: DefaultEmbeddedEtcdMaintenanceInterval, StartTimeout: DefaultEmbeddedEtcdStartTimeout, MinFreeDiskBytes: DefaultEmbeddedEtcdMinFreeDiskBytes, MemoryGroup: NewMemoryGroupOptions()}
 }
 
 // AddFlags adds the embedded etcd's flags to fs.
@@ -85,13 +100,15 @@ func (o *EmbeddedEtcdOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ClientPort, "embedded-etcd-client-port", o.ClientPort, "Loopback port the embedded etcd serves clients on; 0 picks a free port.")
 	fs.IntVar(&o.PeerPort, "embedded-etcd-peer-port", o.PeerPort, "Loopback port the embedded etcd uses for peer traffic; 0 picks a free port.")
 	fs.Int64Var(&o.QuotaBackendBytes, "embedded-etcd-quota-backend-bytes", o.QuotaBackendBytes,
-		"Size at which the embedded etcd's database raises its no-space alarm and refuses writes; 0 keeps 2 GiB.")
+		"Size at which the embedded etcd's database raises its no-space alarm and refuses writes that add data (answered 507 InsufficientStorage; reads and deletes go on); 0 keeps 2 GiB.")
 	fs.Int64Var(&o.WALSegmentSizeBytes, "embedded-etcd-wal-size-bytes", o.WALSegmentSizeBytes,
 		"Size of each of the embedded etcd's write-ahead log files (preallocated); 0 keeps etcd's 64 MB.")
 	fs.StringSliceVar(&o.ListenMetricsURLs, "embedded-etcd-listen-metrics-urls", o.ListenMetricsURLs,
 		"URLs (http://host:port) where the embedded etcd also serves its /metrics and /health, without TLS.")
 	fs.BoolVar(&o.ForceNewCluster, "embedded-etcd-force-new-cluster", o.ForceNewCluster,
 		"Start the embedded etcd as a new one-member cluster from the data in its directory (etcd's --force-new-cluster), e.g. data restored from another installation.")
+	fs.Int64Var(&o.MinFreeDiskBytes, "embedded-etcd-min-free-disk-bytes", o.MinFreeDiskBytes,
+		"Free space under the embedded etcd's directory below which creates, updates and patches of partition objects are refused with 507 InsufficientStorage (nothing is written); reads, deletes and the server's own writes go on. An etcd whose disk fills up ends the process instead of refusing the write. Only with --storage=etcd; 0 turns the guard off.")
 	fs.DurationVar(&o.StartTimeout, "embedded-etcd-start-timeout", o.StartTimeout,
 		"How long the server waits for the embedded etcd to serve before it exits with an error; for a member of a memory group, for a majority of the group to be up (the error names the members it cannot reach).")
 	o.MemoryGroup.AddFlags(fs)
@@ -156,7 +173,7 @@ func (o *EmbeddedEtcdOptions) Validate() []error {
 	if o.ClientPort != 0 && o.ClientPort == o.PeerPort {
 		errs = append(errs, fmt.Errorf("--embedded-etcd-client-port and --embedded-etcd-peer-port must differ"))
 	}
-	for name, size := range map[string]int64{"--embedded-etcd-quota-backend-bytes": o.QuotaBackendBytes, "--embedded-etcd-wal-size-bytes": o.WALSegmentSizeBytes} {
+	for name, size := range map[string]int64{"--embedded-etcd-quota-backend-bytes": o.QuotaBackendBytes, "--embedded-etcd-wal-size-bytes": o.WALSegmentSizeBytes, "--embedded-etcd-min-free-disk-bytes": o.MinFreeDiskBytes} {
 		if size < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %d", name, size))
 		}

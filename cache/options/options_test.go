@@ -78,6 +78,7 @@ func TestValidateRefusesWhatTheCacheCannotDo(t *testing.T) {
 		{[]string{"--embedded-etcd-listen-metrics-urls=127.0.0.1:2381"}, "--embedded-etcd-listen-metrics-urls"},
 		{[]string{"--embedded-etcd-quota-backend-bytes=-1"}, "--embedded-etcd-quota-backend-bytes"},
 		{[]string{"--embedded-etcd-wal-size-bytes=-1"}, "--embedded-etcd-wal-size-bytes"},
+		{[]string{"--embedded-etcd-min-free-disk-bytes=-1"}, "--embedded-etcd-min-free-disk-bytes"},
 		{[]string{"--max-requests-inflight=-1"}, "--max-requests-inflight"},
 		{[]string{"--max-mutating-requests-inflight=-1"}, "--max-mutating-requests-inflight"},
 		{[]string{"--max-list-objects-in-flight=-1"}, "--max-list-objects-in-flight"},

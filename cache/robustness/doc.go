@@ -21,11 +21,12 @@
 //     etcd that cannot serve included, is a 503 with Retry-After).
 //
 // Faults (robustness_test.go) are restarts of the cache server on its data and etcd
-// compactions. Seeded faults (proxy.go) are deliberate bugs a test switches
-// on in a proxy between the clients and the cache — a consistent read
-// answered from an older answer, a resumed watch that skips an event, a
-// watch that delivers two events out of order — to show that the checks
-// name each of them.
+// compactions, and, per shape, more (a full disk: fulldisk_test.go).
+// Seeded faults (proxy.go) are deliberate bugs a test switches on in a
+// proxy between the clients and the cache — a consistent read answered
+// from an older answer, a resumed watch that skips an event, a watch that
+// delivers two events out of order, a write stored and then answered 507
+// — to show that the checks name each of them.
 //
 // `go test ./cache/robustness` runs a short run; a long run and a report:
 // `go test ./cache/robustness -run TestRobustness -robustness.duration=10m -v`.

@@ -138,8 +138,9 @@ func (v Violation) String() string { return v.Check + ": " + v.Details }
 type Report struct {
 	Operations int `json:"operations"`
 	// Writes and Reads count the operations by kind; Unknown the writes
-	// whose outcome the client did not learn.
-	Writes, Reads, Unknown int
+	// whose outcome the client did not learn; Refused those answered 507
+	// (not done).
+	Writes, Reads, Unknown, Refused int
 	// MirrorReads counts the consistent reads answered by a cache other
 	// than the one written through: a mirror in regions, a second server
 	// on the same etcd when scaled out.
@@ -186,6 +187,9 @@ func Check(h History, timeout time.Duration) Report {
 			rep.Writes++
 			rep.Unknown++
 			rep.UnknownErrors = append(rep.UnknownErrors, op.Output.Error)
+		case op.Output.Status == StatusRefused:
+			rep.Writes++
+			rep.Refused++
 		default:
 			rep.Writes++
 		}

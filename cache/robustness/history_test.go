@@ -23,3 +23,27 @@ func TestWritesOfUnknownOutcomeNeverReturnAtOneInstant(t *testing.T) {
 		t.Fatal("a read of a value never written passed")
 	}
 }
+
+// A write answered 507 did not happen: a later read that finds the key as
+// it was is legal, and one that finds the refused write's value is not
+// (a write done and then refused).
+func TestARefusedWriteDidNotHappen(t *testing.T) {
+	h := History{Ops: []Op{
+		{Client: 0, Input: Input{Op: OpCreate, Key: "k", Value: "a"}, Output: Output{Status: StatusOK, Value: "a", RV: 5}, Call: 1, Return: 2},
+		{Client: 1, Input: Input{Op: OpUpdate, Key: "k", Value: "b", FromRV: 5}, Output: Output{Status: StatusRefused, Code: 507, Reason: "InsufficientStorage"}, Call: 3, Return: 4},
+		{Client: 1, Input: Input{Op: OpCreate, Key: "j", Value: "c"}, Output: Output{Status: StatusRefused, Code: 507, Reason: "InsufficientStorage"}, Call: 3, Return: 4},
+		{Client: 2, Input: Input{Op: OpGet, Key: "k"}, Output: Output{Status: StatusOK, Value: "a", RV: 5}, Call: 5, Return: 6},
+		{Client: 2, Input: Input{Op: OpGet, Key: "j"}, Output: Output{Status: StatusNotFound}, Call: 5, Return: 6},
+	}}
+	rep := Check(h, 0)
+	if len(rep.Violations) > 0 {
+		t.Fatalf("violations: %v", rep.Violations)
+	}
+	if rep.Refused != 2 || rep.Writes != 3 {
+		t.Errorf("%d refused of %d writes, want 2 of 3", rep.Refused, rep.Writes)
+	}
+	h.Ops[3].Output = Output{Status: StatusOK, Value: "b", RV: 7}
+	if rep := Check(h, 0); len(rep.Violations) == 0 || rep.Violations[0].Check != "linearizability" {
+		t.Fatalf("a read of a refused update's value: %v, want a linearizability violation", rep.Violations)
+	}
+}

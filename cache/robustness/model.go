@@ -31,6 +31,11 @@ const (
 	// timeout, a dropped connection, a 5xx): it may or may not have taken
 	// effect, at any time after its call.
 	StatusUnknown = "unknown"
+	// StatusRefused is a write answered 507 InsufficientStorage (a full
+	// disk, etcd's quota): it did not happen. A write that was done and
+	// then answered 507 is a write the history says did not happen, which
+	// a later read shows.
+	StatusRefused = "refused"
 )
 
 // Input is what a client asked.
@@ -55,6 +60,12 @@ type Output struct {
 	// Error is the error of a write of unknown outcome, for the report; the
 	// model ignores it.
 	Error string `json:"error,omitempty"`
+	// Code and Reason are the HTTP status and the Status reason of a
+	// write's error answer, for the faults' own checks (a full disk's);
+	// the model ignores them. Code 0: no answer from the cache (a
+	// timeout, a connection lost).
+	Code   int    `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // state is one key's state in the model: absent, or present with a value
@@ -70,6 +81,9 @@ const unknownRV = -1
 // step returns every state the key can be in after op answered out in s;
 // none when the answer is impossible.
 func step(s state, in Input, out Output) []state {
+	if out.Status == StatusRefused && in.Op != OpGet {
+		return []state{s}
+	}
 	switch in.Op {
 	case OpCreate:
 		switch out.Status {

@@ -46,7 +46,15 @@ const (
 	// a member cut off from its majority that does not say how old its
 	// data may be.
 	StaleReadWithoutAge SeededFault = "stale-read-without-age"
+	// WriteDoneThenRefused forwards every other create, update and patch
+	// and, once the cache has stored it, answers 507 InsufficientStorage:
+	// a disk guard that refuses a write it has let through.
+	WriteDoneThenRefused SeededFault = "write-done-then-refused"
 )
+
+// refusedAfterWrite is the answer WriteDoneThenRefused gives a write the
+// cache stored.
+const refusedAfterWrite = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","reason":"InsufficientStorage","code":507,"message":"nothing was written (seeded fault: it was)"}`
 
 // Proxy stands between the clients and the cache: it forwards everything,
 // with the identity of its transport, and injects the seeded fault that is
@@ -159,6 +167,11 @@ func isConsistentRead(req *http.Request) bool {
 	return req.Method == http.MethodGet && q.Get("watch") == "" && q.Get("resourceVersion") == ""
 }
 
+// isObjectWrite: a create, an update or a patch.
+func isObjectWrite(req *http.Request) bool {
+	return req.Method == http.MethodPost || req.Method == http.MethodPut || req.Method == http.MethodPatch
+}
+
 // isConsistentObjectRead: a GET of one object without a resourceVersion.
 func isConsistentObjectRead(req *http.Request) bool {
 	q := req.URL.Query()
@@ -185,6 +198,15 @@ func (p *Proxy) staleAnswer(req *http.Request) ([]byte, bool) {
 
 func (p *Proxy) modify(resp *http.Response) error {
 	req := resp.Request
+	if p.active(WriteDoneThenRefused) && isObjectWrite(req) && (resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusCreated) && p.flip.Add(1)%2 == 0 {
+		_ = resp.Body.Close()
+		resp.StatusCode, resp.Status = http.StatusInsufficientStorage, "507 Insufficient Storage"
+		resp.Header.Set("Content-Type", "application/json")
+		resp.Header.Del("Content-Length")
+		resp.ContentLength = int64(len(refusedAfterWrite))
+		resp.Body = io.NopCloser(bytes.NewReader([]byte(refusedAfterWrite)))
+		return nil
+	}
 	if p.active(StaleReadWithoutAge) {
 		resp.Header.Del(kcpcache.FreshnessAgeHeader)
 	}

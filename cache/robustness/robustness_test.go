@@ -39,7 +39,7 @@ var (
 	replay   = flag.String("robustness.history", "", "a saved history for TestCheckSavedHistory to check again")
 	// processSeeded: CI's time budget leaves no room for more caches in
 	// child processes.
-	processSeeded = flag.Bool("robustness.process-seeded", false, "also run TestSeededGroupFaultsAreCaught and TestSeededPausedHomeIsCaught (caches in child processes, about two minutes)")
+	processSeeded = flag.Bool("robustness.process-seeded", false, "also run TestSeededGroupFaultsAreCaught, TestSeededPausedHomeIsCaught and TestFullDiskWithoutTheGuardEndsTheCache (caches in child processes, about two minutes)")
 )
 
 // cluster is a cluster shape: caches, one partition (shard) or more
@@ -740,6 +740,7 @@ func (r *Report) add(rep Report, named bool, shard string) {
 	r.Writes += rep.Writes
 	r.Reads += rep.Reads
 	r.Unknown += rep.Unknown
+	r.Refused += rep.Refused
 	r.MirrorReads += rep.MirrorReads
 	r.StaleReads += rep.StaleReads
 	r.TimeTravelRefused += rep.TimeTravelRefused
@@ -827,8 +828,8 @@ func memberFaults(cluster *cachetest.EtcdCluster, members int) (kill, restart fa
 
 func logReport(t *testing.T, shape string, rep Report) {
 	t.Helper()
-	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d refused by the reader as time travel), %d watch events, faults: %v",
-		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.TimeTravelRefused, rep.WatchEvents, rep.Faults)
+	t.Logf("%s: %d operations (%d writes, %d of unknown outcome, %d refused with 507, %d consistent reads, %d of them at another cache), %d stale reads at mirrors (%d refused by the reader as time travel), %d watch events, faults: %v",
+		shape, rep.Operations, rep.Writes, rep.Unknown, rep.Refused, rep.Reads, rep.MirrorReads, rep.StaleReads, rep.TimeTravelRefused, rep.WatchEvents, rep.Faults)
 	t.Logf("  5xx answers by status and reason: %s", formatCounts(rep.ServerErrors))
 	for _, e := range rep.UnknownErrors {
 		t.Logf("  a write of unknown outcome: %s", e)
@@ -919,6 +920,7 @@ func TestSeededFaultsAreCaught(t *testing.T) {
 		{StaleConsistentRead, "linearizability"},
 		{WatchSkipsAnEvent, "watch-gap"},
 		{WatchReordersEvents, "watch-order"},
+		{WriteDoneThenRefused, "linearizability"},
 	} {
 		name := string(tc.fault)
 		if name == "" {

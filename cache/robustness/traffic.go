@@ -227,8 +227,35 @@ func (tr Traffic) write(ctx context.Context, c dynamic.ResourceInterface, id int
 		out = Output{Status: StatusNotFound}
 	default:
 		out = Output{Status: StatusUnknown, Error: err.Error()}
+		if status, ok := err.(apierrors.APIStatus); ok {
+			out.Code, out.Reason = int(status.Status().Code), string(status.Status().Reason)
+			if isUnexpectedResponse(status.Status()) {
+				// No Status in the body (the test proxy's 502 while the
+				// cache is down): the reason is client-go's, not the
+				// cache's.
+				out.Reason = ""
+			}
+		}
+		if out.Code == http.StatusInsufficientStorage {
+			// 507: not stored (a full disk, etcd's quota).
+			out.Status = StatusRefused
+		}
 	}
 	tr.Rec.Record(Op{Client: id, Input: in, Output: out, Call: call, Return: ret})
+}
+
+// isUnexpectedResponse reports whether client-go made status up for an
+// answer whose body was no Status.
+func isUnexpectedResponse(status metav1.Status) bool {
+	if status.Details == nil {
+		return false
+	}
+	for _, c := range status.Details.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return true
+		}
+	}
+	return false
 }
 
 func object(name, value string, rv int64) *unstructured.Unstructured {

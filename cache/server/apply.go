@@ -83,6 +83,7 @@ func newConfig(opts options.CompletedOptions, host *Host) (*Config, error) {
 	if err := applyLimits(opts.Limits, generic, &extraCfg); err != nil {
 		return nil, err
 	}
+	applyDiskGuard(opts.EmbeddedEtcd, &extraCfg)
 	if err := opts.Audit.ApplyTo(&generic.Config); err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
@@ -210,6 +211,14 @@ func applyLimits(o *options.LimitOptions, generic *genericapiserver.RecommendedC
 	limit, _, err := o.ResolveMemoryLimit()
 	extra.MemoryLimit = limit
 	return err
+}
+
+// applyDiskGuard sets the free disk space below which writes are refused:
+// only an embedded etcd on disk has a directory this server can watch.
+func applyDiskGuard(o *options.EmbeddedEtcdOptions, extra *ExtraConfig) {
+	if o.Enabled && o.Storage == options.StorageEtcd {
+		extra.MinFreeDiskBytes = o.MinFreeDiskBytes
+	}
 }
 
 // memoryFull is the live heap at which a server with memory limit limit

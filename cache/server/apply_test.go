@@ -29,3 +29,31 @@ func TestApplyEmbeddedEtcdCarriesItsOptions(t *testing.T) {
 		t.Errorf("storage reaches %v, want the member's %s", got, ec.ClientURL())
 	}
 }
+
+// The disk guard applies to an embedded etcd on disk only: an in-memory
+// member or an external etcd has no directory of this server's to watch.
+func TestApplyDiskGuardOnlyForAnEmbeddedEtcdOnDisk(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		enabled  bool
+		storage  string
+		minFree  int64
+		wantFree int64
+	}{
+		{"on disk", true, options.StorageEtcd, 1 << 30, 1 << 30},
+		{"on disk, off", true, options.StorageEtcd, 0, 0},
+		{"in memory", true, options.StorageMemory, 1 << 30, 0},
+		{"external etcd", false, options.StorageEtcd, 1 << 30, 0},
+	} {
+		o := options.NewEmbeddedEtcdOptions()
+		o.Enabled, o.Storage, o.MinFreeDiskBytes = tc.enabled, tc.storage, tc.minFree
+		var extra ExtraConfig
+		applyDiskGuard(o, &extra)
+		if extra.MinFreeDiskBytes != tc.wantFree {
+			t.Errorf("%s: MinFreeDiskBytes %d, want %d", tc.name, extra.MinFreeDiskBytes, tc.wantFree)
+		}
+	}
+	if got := options.NewEmbeddedEtcdOptions().MinFreeDiskBytes; got != 256<<20 {
+		t.Errorf("default --embedded-etcd-min-free-disk-bytes %d, want 256 MiB", got)
+	}
+}

@@ -70,6 +70,14 @@ type ExtraConfig struct {
 	// refused with 507.
 	MemoryLimit int64
 
+	// MinFreeDiskBytes is the free space under the embedded etcd's
+	// directory below which creates, updates and patches of partition
+	// objects are refused with 507 (0: never); NewConfig takes it from the
+	// options (--embedded-etcd-min-free-disk-bytes) for an embedded etcd
+	// on disk, and sets 0 otherwise: an in-memory member or an external
+	// etcd has no directory of this server's to watch.
+	MinFreeDiskBytes int64
+
 	// Hierarchy names this cache and the peers it mirrors; NewConfig takes
 	// it from the options. No name and no peers: a cache on its own.
 	Hierarchy HierarchyConfig

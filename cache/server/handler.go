@@ -41,6 +41,11 @@ type handlerChain struct {
 	member   string
 	// memoryFull is the live heap at which creates are refused; 0: never.
 	memoryFull uint64
+	// minFreeDisk is the free space under the embedded etcd's directory
+	// (read by disk) below which writes of partition objects are refused;
+	// 0: never.
+	minFreeDisk uint64
+	disk        *filters.DiskSampler
 }
 
 // build is the server's BuildHandlerChainFunc: upstream's default chain
@@ -58,6 +63,9 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 	}
 	chain := filters.WithRequestGuard(h.plane.Handler(apiHandler), guard)
 	chain = filters.WithMemoryGuard(chain, h.memoryFull, filters.LiveHeap, apiextensionsapiserver.Codecs)
+	if h.disk != nil {
+		chain = filters.WithDiskGuard(chain, h.minFreeDisk, h.disk.Free, apiextensionsapiserver.Codecs)
+	}
 	if h.homes != nil {
 		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{CacheName: h.cacheName, Epoch: h.epoch, PartitionRevisions: h.homeRevisions, StorageRevision: h.storageRevision, Codecs: apiextensionsapiserver.Codecs})
 		chain = homes.WithWriteAdmission(chain, h.homes, apiextensionsapiserver.Codecs)

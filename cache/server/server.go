@@ -19,6 +19,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/discovery"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
+	"github.com/kcp-cache/kcp-cache/cache/server/filters"
 	"github.com/kcp-cache/kcp-cache/cache/server/homerevision"
 	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
@@ -149,6 +150,10 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 	}
 	if ec := c.derived.embeddedEtcd; ec != nil && ec.Majority != nil {
 		chain.majority, chain.member = ec.Majority, ec.Group.Name
+	}
+	if ec := c.derived.embeddedEtcd; ec != nil && !ec.InMemory && c.extra.MinFreeDiskBytes > 0 {
+		chain.minFreeDisk, chain.disk = uint64(c.extra.MinFreeDiskBytes), &filters.DiskSampler{Directory: ec.Directory}
+		logger.V(2).Info("Disk guard on: writes of partition objects are refused while less than minFreeBytes is free under the embedded etcd's directory", "directory", ec.Directory, "minFreeBytes", c.extra.MinFreeDiskBytes)
 	}
 	generic.BuildHandlerChainFunc = chain.build
 	s.apiextensions, err = upstream.New(genericapiserver.NewEmptyDelegate())

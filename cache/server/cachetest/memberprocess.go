@@ -65,6 +65,13 @@ type memberSpec struct {
 	// DataDirectory, for a server that is no member of a group (no
 	// Peers), is its etcd's data directory (Options.EtcdDirectory).
 	DataDirectory string `json:"dataDirectory,omitempty"`
+	// OwnEtcdDirectory, for a server that is no member of a group, makes
+	// it run its own embedded etcd on disk there
+	// (--embedded-etcd-directory), as a production server does: what the
+	// server does about that etcd's disk (the disk guard) and what the
+	// etcd does to the process (it ends it on a full disk) are then the
+	// server's. DataDirectory is not used then.
+	OwnEtcdDirectory string `json:"ownEtcdDirectory,omitempty"`
 }
 
 // option makes a server the member, or, without Peers, a standalone
@@ -80,9 +87,15 @@ func (m memberSpec) option() Option {
 		g.PeerListenURL = m.PeerListenURL
 	})
 	return func(o *Options) {
-		if len(m.Peers) > 0 {
+		switch {
+		case len(m.Peers) > 0:
 			member(o)
-		} else {
+		case m.OwnEtcdDirectory != "":
+			OwnEmbeddedEtcd(func(o *options.Options) {
+				o.EmbeddedEtcd.Storage = options.StorageEtcd
+				o.EmbeddedEtcd.Directory = m.OwnEtcdDirectory
+			})(o)
+		default:
 			o.EtcdDirectory = m.DataDirectory
 		}
 		base := o.Flags
@@ -299,6 +312,39 @@ func (p *MemberProcess) Continue() error {
 	return nil
 }
 
+// Exited is closed when the member's process has ended: stopped, killed,
+// or on its own (a fatal error). A start replaces it.
+func (p *MemberProcess) Exited() <-chan struct{} { return p.exited }
+
+// ExitError is how the process ended, once Exited is closed (nil: exit
+// status 0).
+func (p *MemberProcess) ExitError() error {
+	select {
+	case <-p.exited:
+		return p.err
+	default:
+		return nil
+	}
+}
+
+// LogFile is where the member's output goes, across its starts.
+func (p *MemberProcess) LogFile() string { return p.logs }
+
+// StartAgain starts a member whose process has ended on its own (Exited)
+// as the same member, on its data, address and root directory, and waits
+// until it is ready.
+func (p *MemberProcess) StartAgain(ctx context.Context) error {
+	select {
+	case <-p.exited:
+	default:
+		return fmt.Errorf("member process %s is still running", p.Name)
+	}
+	if err := p.start(); err != nil {
+		return err
+	}
+	return p.ready(ctx)
+}
+
 // RestartWith is Restart with the server's flags args instead of those it
 // ran with.
 func (p *MemberProcess) RestartWith(ctx context.Context, args []string) error {
@@ -431,6 +477,27 @@ func startMemberProcesses(t testing.TB, members []memberSpec) ([]*MemberProcess,
 // certificates of a CA of this process (ShardConfig).
 func StartServerProcess(t testing.TB, name string, args []string) *MemberProcess {
 	t.Helper()
+	return StartServerProcessWith(t, ServerProcessOptions{Name: name, Args: args})
+}
+
+// ServerProcessOptions say what StartServerProcessWith starts.
+type ServerProcessOptions struct {
+	// Name is the process's name, for its log.
+	Name string
+	// Args are the server's flags, as on its command line.
+	Args []string
+	// EmbeddedEtcdDirectory, when set, makes the server run its own
+	// embedded etcd on disk in this directory (--storage=etcd,
+	// --embedded-etcd-directory), as a production server does; empty: an
+	// etcd beside the server in the child process, in a directory of the
+	// test's.
+	EmbeddedEtcdDirectory string
+}
+
+// StartServerProcessWith is StartServerProcess as o says.
+func StartServerProcessWith(t testing.TB, o ServerProcessOptions) *MemberProcess {
+	t.Helper()
+	name, args := o.Name, o.Args
 	clientCA, err := pki.NewCA("cachetest-process-clients")
 	if err != nil {
 		t.Fatal(err)
@@ -443,7 +510,7 @@ func StartServerProcess(t testing.TB, name string, args []string) *MemberProcess
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := memberSpec{Name: name, RootDirectory: t.TempDir(), DataDirectory: t.TempDir(), Port: port, ClientCAFile: caFile, Args: args}
+	spec := memberSpec{Name: name, RootDirectory: t.TempDir(), DataDirectory: t.TempDir(), OwnEtcdDirectory: o.EmbeddedEtcdDirectory, Port: port, ClientCAFile: caFile, Args: args}
 	procs, ready := startMemberProcesses(t, []memberSpec{spec})
 	procs[0].clientCA = clientCA
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)

@@ -9,11 +9,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/endpoints/request"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/partition"
 )
 
-// ReasonInsufficientStorage is the reason of a create refused because the
-// server's memory is full (507).
-const ReasonInsufficientStorage metav1.StatusReason = "InsufficientStorage"
+// ReasonInsufficientStorage is the reason of a write refused, and not
+// done, because the server's memory is full (WithMemoryGuard), its
+// etcd's disk is nearly full (WithDiskGuard) or its etcd's database is at
+// its quota (507). It is partition's, where the last of these is answered.
+const ReasonInsufficientStorage = partition.ReasonInsufficientStorage
 
 // liveHeapMetric is the Go heap's live bytes as of the last collection:
 // what the objects the server holds take, garbage not counted.

@@ -36,7 +36,58 @@ import (
 // ServiceUnavailable with Retry-After, naming etcd, before upstream sees
 // them. Only errors that mean "try again" are answered so; every other
 // error (a client's mistake, a corrupt object, anything unknown) stays as
-// upstream answers it.
+// upstream answers it, but for etcd's quota (etcdNoSpaceAnswer): 507.
+
+// ReasonInsufficientStorage is the reason of a write refused, and not
+// done, for want of space (507): etcd's database at its quota here, the
+// server's memory or disk full in package filters.
+const ReasonInsufficientStorage metav1.StatusReason = "InsufficientStorage"
+
+// etcdNoSpace is the message of etcd's ErrNoSpace: the database reached
+// its quota (--embedded-etcd-quota-backend-bytes, etcd's
+// --quota-backend-bytes) and etcd raised its NOSPACE alarm. etcd refuses
+// the write before applying it, and goes on refusing every write that
+// adds data until the space is freed (compaction, defragmentation) and
+// the alarm disarmed; reads and deletes go on.
+const etcdNoSpace = "etcdserver: mvcc: database space exceeded"
+
+// isEtcdNoSpace reports whether err is etcd's ErrNoSpace, however the
+// etcd client or a layer on the way wrapped or quoted it.
+func isEtcdNoSpace(err error) bool {
+	if err == nil {
+		return false
+	}
+	if _, ok := err.(apierrors.APIStatus); ok {
+		return false
+	}
+	return errors.Is(err, rpctypes.ErrNoSpace) || errors.Is(err, rpctypes.ErrGRPCNoSpace) || strings.Contains(err.Error(), etcdNoSpace)
+}
+
+// etcdNoSpaceAnswer is the 507 answer to a write etcd refused for its
+// quota (isEtcdNoSpace), or nil for any other error. Not a 500: the
+// client did nothing wrong and the server is not broken; not a 503 that
+// says "try again, it may have been stored": nothing was, and trying
+// again will not help until an operator frees space.
+func etcdNoSpaceAnswer(ctx context.Context, err error, verb string, gr schema.GroupResource, name string) *apierrors.StatusError {
+	if !isEtcdNoSpace(err) {
+		return nil
+	}
+	if info, ok := request.RequestInfoFrom(ctx); ok && info.Verb != "" {
+		verb = info.Verb
+	}
+	what := gr.String()
+	if name != "" {
+		what += fmt.Sprintf(" %q", name)
+	}
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusInsufficientStorage,
+		Reason: ReasonInsufficientStorage,
+		Message: fmt.Sprintf("nothing was written: etcd refused the %s of %s: its database is at its quota (%v); writes are refused until space is freed (compaction, defragmentation, the NOSPACE alarm disarmed) or the quota raised; reads and deletes go on",
+			verb, what, err),
+		Details: &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, Name: name},
+	}}
+}
 
 // CauseEtcdUnavailable is the cause type, in the details of a 503, of a
 // request that etcd could not serve at the time; its message is etcd's.
@@ -163,6 +214,9 @@ func (s etcdAnswers) answer(ctx context.Context, err error, verb string, write b
 		name = path.Base(key)
 	}
 	if st := etcdUnavailable(ctx, err, verb, write, s.groupResource, name); st != nil {
+		return st
+	}
+	if st := etcdNoSpaceAnswer(ctx, err, verb, s.groupResource, name); st != nil {
 		return st
 	}
 	return err

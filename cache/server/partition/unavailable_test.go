@@ -92,8 +92,9 @@ func answerOf(t *testing.T, err error) (*httptest.ResponseRecorder, *metav1.Stat
 
 // Each error of etcd or its client that means "try again" is answered 503
 // with Retry-After, naming etcd, for every read and write; a write says it
-// may have been stored. A client's mistake keeps its 4xx, and an error
-// that does not mean "try again" stays upstream's 500.
+// may have been stored. etcd's quota is 507: nothing was written. A
+// client's mistake keeps its 4xx, and an error that does not mean "try
+// again" stays upstream's 500.
 func TestEtcdErrorsThatMeanTryAgainAnswer503(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -134,9 +135,15 @@ func TestEtcdErrorsThatMeanTryAgainAnswer503(t *testing.T) {
 		{"expired", apierrors.NewResourceExpired("too old"), 410},
 		{"too many requests answered", apierrors.NewTooManyRequests("storage is (re)initializing", 1), 429},
 
+		// etcd's quota: nothing was written, and trying again will not
+		// help until space is freed.
+		{"database space exceeded", rpctypes.ErrNoSpace, 507},
+		{"gRPC database space exceeded", rpctypes.ErrGRPCNoSpace, 507},
+		{"wrapped database space exceeded", storage.NewInternalError(rpctypes.ErrNoSpace), 507},
+		{"quoted database space exceeded", fmt.Errorf("committing: %v", rpctypes.ErrGRPCNoSpace), 507},
+
 		// Anything else stays 500.
 		{"unknown", errors.New("something broke"), 500},
-		{"database space exceeded", rpctypes.ErrNoSpace, 500},
 		{"corrupt cluster", rpctypes.ErrCorrupt, 500},
 		{"request too large", rpctypes.ErrRequestTooLarge, 500},
 		{"gRPC internal", status.Error(codes.Internal, "stream terminated"), 500},
@@ -149,6 +156,14 @@ func TestEtcdErrorsThatMeanTryAgainAnswer503(t *testing.T) {
 				rec, st := answerOf(t, op.call(context.Background(), s))
 				if rec.Code != tc.want {
 					t.Errorf("%s: answered %d (%s: %s), want %d", op.verb, rec.Code, st.Reason, st.Message, tc.want)
+					continue
+				}
+				if tc.want == http.StatusInsufficientStorage {
+					if st.Reason != ReasonInsufficientStorage || !strings.Contains(st.Message, "nothing was written") ||
+						!strings.Contains(st.Message, "the "+op.verb+" of apiexports.apis.kcp.io") || rec.Header().Get("Retry-After") != "" {
+						t.Errorf("%s: status %+v, Retry-After %q; want reason %s, a message that says nothing was written and names the %s, no Retry-After",
+							op.verb, st, rec.Header().Get("Retry-After"), ReasonInsufficientStorage, op.verb)
+					}
 					continue
 				}
 				if tc.want != http.StatusServiceUnavailable {
