@@ -76,9 +76,9 @@ func (f *findings) take() []Violation {
 	return out
 }
 
-// memberProxy is a proxy forwarding to the member whose admin config is
-// cfg, with that config's identity: the traffic's reads at the member go
-// through it.
+// memberProxy is a proxy forwarding to cfg's server with cfg's identity
+// (a member's admin config, a shard's at its home): the traffic's requests
+// there go through it, and a seeded fault in it is seen by them.
 func memberProxy(t *testing.T, cfg *rest.Config) *Proxy {
 	t.Helper()
 	transport, err := rest.TransportFor(cfg)

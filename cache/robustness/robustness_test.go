@@ -621,19 +621,7 @@ func partitionAt(t *testing.T, srv *cachetest.Server, shard string) *partition {
 // shard's identity at its home, through a proxy.
 func partitionWith(t *testing.T, shardCfg *rest.Config, shard string) *partition {
 	t.Helper()
-	transport, err := rest.TransportFor(shardCfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	target, err := url.Parse(shardCfg.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := NewProxy(target, transport)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
+	proxy := memberProxy(t, shardCfg)
 	answers := &Answers{}
 	cfg := &rest.Config{Host: proxy.URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"}), WrapTransport: answers.Wrap}
 	cfg = AskBookkeeping(client.Unthrottled(cfg))
