@@ -127,10 +127,8 @@ OURS="$OUT/bin/kcp-cache-server"
 TOOL="$OUT/bin/kcpswitch"
 (cd "$HERE" && go build -o "$TOOL" ./hack/kcp/kcpswitch)
 
-now_ms() { date +%s%3N; }
 # name WHICH: how the table names a cache.
 name() { if [ "$1" = kcp ]; then echo "kcp's cache-server"; else echo "our cache-server"; fi; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", (b-a)/1000}'; }
 
 env_start switch
 W=$env_work
@@ -178,19 +176,11 @@ until_ok() {
 	done
 }
 
-cache_ready() {
-	[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$W/.kcp-cache/apiserver.crt" \
-		--cert "$W/.kcp-cache/cache-client.crt" --key "$W/.kcp-cache/cache-client.key" \
-		https://localhost:8012/readyz)" = 200 ]
-}
-
 # converged SINCE_MS: wait until every shard's partition equals the shard; prints the time
 # since SINCE_MS, or fails after 5 minutes.
 converged() {
-	"$TOOL" converged --kubeconfig "$KC" --since "$1" --timeout "${CONVERGE_TIMEOUT:-5m}" \
-		--shard root=https://127.0.0.1:6444 --shard shard-1=https://127.0.0.1:6445 \
-		--shard-ca "$W/.kcp/serving-ca.crt" --shard-cert "$W/.kcp-front-proxy/shard-admin.crt" \
-		--shard-key "$W/.kcp-front-proxy/shard-admin.key" >"$OUT/converged.out" 2>&1
+	kcpswitch_converged "$TOOL" --kubeconfig "$KC" --since "$1" --timeout "${CONVERGE_TIMEOUT:-5m}" \
+		>"$OUT/converged.out" 2>&1
 	local rc=$?
 	cat "$OUT/converged.out" >&2
 	head -1 "$OUT/converged.out" | sed -n 's/^converged \([0-9.]*\) s.*/\1 s/p'
@@ -272,7 +262,7 @@ switch_to() {
 	fi
 	echo "$which" >"$STATE/use"
 	rm -f "$STATE/stopped"
-	if until_ok "${READY_TIMEOUT:-300}" cache_ready; then
+	if until_ok "${READY_TIMEOUT:-300}" cache_readyz; then
 		t_ready=$(now_ms)
 		result "$from→$which: $(name "$which") ready (/readyz 200)" "$(secs "$t0" "$t_ready") s after SIGTERM ($(secs "$t_stopped" "$t_ready") s after $(name "$from") exited)"
 	else

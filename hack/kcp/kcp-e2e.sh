@@ -101,6 +101,12 @@ env_start() {
 		;;
 	*) echo "unknown cache $which" >&2; return 1 ;;
 	esac
+	# CACHE_WRAPPER (hack/kcp/kcp-chaos.sh's supervisor) runs the cache of a one-cache
+	# environment: sharded-test-server ends the environment when its cache process exits.
+	if [ -n "${CACHE_WRAPPER:-}" ] && [ "$which" != regions ]; then
+		shim "wrapped-$which-cache-server" "$CACHE_WRAPPER" "$cache_bin"
+		cache_bin="$OUT/bin/wrapped-$which-cache-server"
+	fi
 	work="$OUT/$which"
 	rm -rf "$work"; mkdir -p "$work/.kcp" "$work/logs"
 	log "[$which] starting kcp's sharded test environment (cache: $cache_bin)"
@@ -198,7 +204,7 @@ env_stop() {
 
 # run_env CACHE: start kcp's environment with CACHE's server, run every test, stop it.
 run_env() {
-	local which=$1 work rc=0
+	local which=$1 rc=0
 	env_start "$which" || rc=$?
 	if [ $rc -ne 0 ]; then
 		local why=ENV-FAILED
@@ -206,7 +212,15 @@ run_env() {
 		for t in $TESTS; do echo "$which ${t#*:} $why" >>"$OUT/results"; done
 		return 0
 	fi
-	work=$env_work
+	run_tests "$which" "$which"
+	log "[$which] stopping the environment"
+	env_stop
+}
+
+# run_tests WHICH LABEL: run every test against the environment env_start started for WHICH;
+# each result goes to $OUT/results under LABEL.
+run_tests() {
+	local which=$1 label=$2 work=$env_work
 	# Sharded environments name their shards' kubeconfigs; the single-shard one has none.
 	local shards=()
 	case $which in
@@ -215,7 +229,7 @@ run_env() {
 	esac
 	for t in $TESTS; do
 		local p=${t%%:*} name=${t#*:} res
-		log "[$which] $name (test/e2e/$p)"
+		log "[$label] $name (test/e2e/$p)"
 		local started
 		started=$(date +%s.%N)
 		# go test runs a package's tests in its directory; kcp's tests read files relative to it.
@@ -240,11 +254,9 @@ run_env() {
 			runs=$(sed -n 's/^--- \(PASS\|FAIL\|SKIP\): '"$name"' (\([0-9.]*\)s)$/\2/p' "$work/logs/$name.log" | paste -sd/ -)
 			secs="$secs (runs: ${runs:-?})"
 		fi
-		log "[$which] $name: $res ($failed of $total subtests failed) in $secs s"
-		echo "$which $name $res $failed/$total ${secs// /_}" >>"$OUT/results"
+		log "[$label] $name: $res ($failed of $total subtests failed) in $secs s"
+		echo "$label $name $res $failed/$total ${secs// /_}" >>"$OUT/results"
 	done
-	log "[$which] stopping the environment"
-	env_stop
 }
 
 log "building our cache-server"
@@ -267,16 +279,46 @@ case " $CACHES " in
 	;;
 esac
 
-# hack/kcp/kcp-region-outage.sh sources this file for env_start and env_stop and the binaries.
+# now_ms, secs A B: the wall clock in milliseconds, and the seconds from A to B (two of them).
+now_ms() { date +%s%3N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.1f", (b-a)/1000}'; }
+
+# cache_readyz [PORT ROOT]: whether the environment's cache (or the one on PORT whose serving
+# certificate is in ROOT) answers /readyz with 200 to the shards' client certificate.
+cache_readyz() {
+	local port=${1:-8012} root=${2:-$env_work/.kcp-cache}
+	[ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 --cacert "$root/apiserver.crt" \
+		--cert "$env_work/.kcp-cache/cache-client.crt" --key "$env_work/.kcp-cache/cache-client.key" \
+		"https://localhost:$port/readyz")" = 200 ]
+}
+
+# kcpswitch_converged TOOL ARGS...: hack/kcp/kcpswitch's `converged` with ARGS, comparing the
+# environment's two shards (read with the front-proxy's shard-admin certificate) with the cache.
+kcpswitch_converged() {
+	local tool=$1
+	shift
+	"$tool" converged "$@" --shard root=https://127.0.0.1:6444 --shard shard-1=https://127.0.0.1:6445 \
+		--shard-ca "$env_work/.kcp/serving-ca.crt" --shard-cert "$env_work/.kcp-front-proxy/shard-admin.crt" \
+		--shard-key "$env_work/.kcp-front-proxy/shard-admin.key"
+}
+
+# build_tests: kcp's e2e test binaries of the packages TESTS names.
+build_tests() {
+	local packages p bin
+	packages=$(for t in $TESTS; do echo "${t%%:*}"; done | sort -u)
+	for p in $packages; do
+		bin="$KCP_DIR/bin/e2e-${p//\//-}.test"
+		[ -n "${SKIP_KCP_BUILD:-}" ] && [ -x "$bin" ] && continue
+		log "building kcp's e2e tests of test/e2e/$p"
+		(cd "$KCP_DIR" && CGO_ENABLED=0 go test -c -o "$bin" "./test/e2e/$p")
+	done
+}
+
+# hack/kcp/kcp-region-outage.sh and others source this file for env_start, env_stop,
+# run_tests, build_tests and the binaries.
 [ -n "${KCP_E2E_LIB:-}" ] && return 0
 
-packages=$(for t in $TESTS; do echo "${t%%:*}"; done | sort -u)
-for p in $packages; do
-	bin="$KCP_DIR/bin/e2e-${p//\//-}.test"
-	[ -n "${SKIP_KCP_BUILD:-}" ] && [ -x "$bin" ] && continue
-	log "building kcp's e2e tests of test/e2e/$p"
-	(cd "$KCP_DIR" && CGO_ENABLED=0 go test -c -o "$bin" "./test/e2e/$p")
-done
+build_tests
 
 
 # Results of caches not run now stay, so the two caches can be run at different times.

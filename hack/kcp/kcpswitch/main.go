@@ -13,6 +13,11 @@
 //	    wait until, for every type kcp v0.32 replicates, every shard's objects (outside system:
 //	    clusters, annotated where kcp says so) and the cache's partition of that shard are the
 //	    same objects with the same content; print the time since --since and the counts.
+//	    With --each, each shard on its own: a line "converged SHARD S s after the start" as
+//	    its partition converges (hack/kcp/kcp-chaos.sh times each shard after each fault).
+//	kcpswitch rv --kubeconfig K
+//	    the resourceVersion of a consistent LIST (no resourceVersion) of every APIExport of
+//	    every partition, to tell whether the cache's revision ever goes back.
 //	kcpswitch keys --endpoint URL --cacert F --cert F --key F [--prefix /cache]
 //	    count the keys of the cache's etcd by layout (kcplayout.Classify) and resource, and name
 //	    the CRDs ("  crd-name NAME 1" lines).
@@ -50,7 +55,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kcpswitch reader|summarize|converged|keys ...")
+		fmt.Fprintln(os.Stderr, "usage: kcpswitch reader|summarize|converged|keys|rv ...")
 		os.Exit(2)
 	}
 	var err error
@@ -63,6 +68,8 @@ func main() {
 		err = converged(os.Args[2:])
 	case "keys":
 		err = keys(os.Args[2:])
+	case "rv":
+		err = rv(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -364,6 +371,8 @@ func converged(args []string) error {
 	key := fs.String("shard-key", "", "its key")
 	since := fs.Int64("since", time.Now().UnixMilli(), "unix ms the time is measured from")
 	timeout := fs.Duration("timeout", 5*time.Minute, "give up after")
+	each := fs.Bool("each", false, "time each shard on its own")
+	interval := fs.Duration("interval", 200*time.Millisecond, "between two comparisons")
 	_ = fs.Parse(args)
 	cacheCfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -385,6 +394,11 @@ func converged(args []string) error {
 		}
 	}
 	deadline := time.Now().Add(*timeout)
+	pending := &eachState{last: map[string]string{}}
+	for name := range shards {
+		pending.pending = append(pending.pending, name)
+	}
+	sort.Strings(pending.pending)
 	var identities map[string]string
 	for {
 		if identities == nil {
@@ -392,6 +406,16 @@ func converged(args []string) error {
 			if err != nil && time.Now().After(deadline) {
 				return err
 			}
+		}
+		if *each {
+			done, err := convergedEach(pending, *since, deadline, func(name string) (string, []string, error) {
+				return compare(cache, cacheCfg.Host, shardClient, shardFlag{name: shards[name]}, types, identities)
+			})
+			if done || err != nil {
+				return err
+			}
+			time.Sleep(*interval)
+			continue
 		}
 		table, diffs, err := compare(cache, cacheCfg.Host, shardClient, shards, types, identities)
 		if err == nil && len(diffs) == 0 {
@@ -409,8 +433,85 @@ func converged(args []string) error {
 			}
 			return fmt.Errorf("not converged after %s: %s", *timeout, strings.Join(diffs, "; "))
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(*interval)
 	}
+}
+
+// eachState is what convergedEach keeps between two rounds: the shards not converged yet and
+// what each one's last comparison found.
+type eachState struct {
+	pending []string
+	last    map[string]string
+}
+
+// convergedEach compares every pending shard once (compare); it prints a line for each one
+// that converged and drops it. done: no shard is left; an error: the deadline passed first.
+func convergedEach(st *eachState, since int64, deadline time.Time, compare func(string) (string, []string, error)) (bool, error) {
+	var left []string
+	for _, name := range st.pending {
+		_, diffs, err := compare(name)
+		if err == nil && len(diffs) == 0 {
+			fmt.Printf("converged %s %.1f s after the start\n", name, float64(time.Now().UnixMilli()-since)/1000)
+			continue
+		}
+		left = append(left, name)
+		switch {
+		case err != nil:
+			st.last[name] = err.Error()
+		default:
+			if len(diffs) > 5 {
+				diffs = append(diffs[:5], fmt.Sprintf("... (%d in all)", len(diffs)))
+			}
+			st.last[name] = strings.Join(diffs, "; ")
+		}
+	}
+	st.pending = left
+	if len(left) == 0 {
+		return true, nil
+	}
+	if time.Now().After(deadline) {
+		for _, name := range left {
+			fmt.Printf("not-converged %s: %s\n", name, st.last[name])
+		}
+		return true, fmt.Errorf("not converged: %s", strings.Join(left, ", "))
+	}
+	return false, nil
+}
+
+// rv prints the resourceVersion of a consistent LIST at the cache.
+func rv(args []string) error {
+	fs := flag.NewFlagSet("rv", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "the cache's kubeconfig")
+	_ = fs.Parse(args)
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+exportsPath+"?limit=1", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("the cache answered %d", resp.StatusCode)
+	}
+	var l struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
+		return err
+	}
+	fmt.Println(l.Metadata.ResourceVersion)
+	return nil
 }
 
 // compare lists every type at every shard and in the cache's partition of the shard; it
