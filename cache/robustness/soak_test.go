@@ -256,14 +256,13 @@ func TestRobustnessSoak(t *testing.T) {
 		t.Skip("the soak (two regions and a group of three in child processes, for -robustness.duration): run with -robustness.soak -robustness.duration=1h")
 	}
 	s := startSoak(t)
-	windows := int(*duration / soakWindow)
 	window := soakWindow
-	if windows < 3 {
+	if *duration < 3*soakWindow {
 		// A short run still has three windows: a leak check needs three
 		// samples of a process.
-		windows, window = 3, *duration/3
+		window = *duration / 3
 	}
-	t.Logf("soak: %d windows of %s, a fault in each, samples after each", windows, window)
+	t.Logf("soak: windows of %s for %s, a fault in each, samples after each", window, *duration)
 
 	bgCtx, stopBackground := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
@@ -313,7 +312,10 @@ func TestRobustnessSoak(t *testing.T) {
 	sampleAll()
 	var total Report
 	var faults []string
-	for w := range windows {
+	// Windows start while one more fits in the duration (each also takes
+	// its final reads, its check and the samples): the soak lasts about
+	// as long as it was asked to.
+	for w := 0; w < 3 || time.Since(start)+window <= *duration; w++ {
 		s.keyPrefix = fmt.Sprintf("w%d-k", w)
 		f := s.faultList[w%len(s.faultList)]
 		rep := s.run(t, window, func(ctx context.Context, note func(string), n int) {
