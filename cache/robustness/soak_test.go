@@ -105,8 +105,8 @@ func startSoak(t *testing.T) *soakCluster {
 	}
 	s.parts = append(s.parts, gc.parts...)
 	s.homes["sg"] = mg.Processes[0].ShardConfig(t, "sg")
-	for name, cfg := range admin {
-		s.procs = append(s.procs, newSampledProcess(t, name, cfg))
+	for _, name := range []string{"a", "b"} {
+		s.procs = append(s.procs, newSampledProcess(t, name, admin[name]))
 	}
 	for _, p := range mg.Processes {
 		cfg, err := p.Config()
