@@ -28,6 +28,13 @@
 // delivers two events out of order, a write stored and then answered 507
 // — to show that the checks name each of them.
 //
+// The soak (soak_test.go, opt-in: -robustness.soak) runs an hour of that
+// traffic in windows, each window's history checked alone, on caches in
+// child processes, with informers relisting and objects that only grow,
+// and samples each process (samples_test.go): goroutines, file
+// descriptors, memory and its etcd database must not grow beyond what its
+// objects take.
+//
 // `go test ./cache/robustness` runs a short run; a long run and a report:
 // `go test ./cache/robustness -run TestRobustness -robustness.duration=10m -v`.
 // A failing history is saved as JSON (-robustness.save-dir) and can be

@@ -59,6 +59,8 @@ type cluster struct {
 	// defaultExtra lengthens a run of the default duration (CI's) for
 	// the shape's slower faults.
 	defaultExtra time.Duration
+	// keyPrefix names the traffic's keys (Traffic.KeyPrefix).
+	keyPrefix string
 }
 
 // partition is one shard's partition in a shape: written and watched at
@@ -678,7 +680,7 @@ func (c *cluster) run(t *testing.T, d time.Duration, inject func(ctx context.Con
 	traffic := make([]Traffic, len(c.parts))
 	var trafficWG sync.WaitGroup
 	for i, p := range c.parts {
-		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i], Spaces: p.spaces, Gate: p.gate}
+		traffic[i] = Traffic{Writers: 3, Keys: trafficKeys, KeyPrefix: c.keyPrefix, Readers: p.readers, StaleReaders: p.stale, Rec: recs[i], Spaces: p.spaces, Gate: p.gate}
 		trafficWG.Go(func() { traffic[i].Run(ctx, p.client) })
 	}
 	trafficWG.Wait()
@@ -1047,7 +1049,8 @@ func TestCheckSavedHistory(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	// The memory-group shape runs members as child processes of this
-	// binary.
+	// binary; the seeded leak's child leaks first (samples_test.go).
+	leakIfAsked()
 	cachetest.RunMemberIfAsked()
 	flag.Parse()
 	os.Exit(m.Run())

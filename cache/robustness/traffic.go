@@ -34,6 +34,11 @@ var Resource = schema.GroupVersionResource{Group: "apis.kcp.io", Version: "v1alp
 type Traffic struct {
 	Writers int
 	Keys    int
+	// KeyPrefix names the keys (<prefix>0, <prefix>1, ...); empty: "k". A
+	// run checked in windows (the soak) gives each window keys of its own,
+	// so that each window's history starts, as the model does, from keys
+	// that never existed.
+	KeyPrefix string
 	// Readers, when set, are where the writers read before they write
 	// (chosen at random each time; a mirror's consistent reads are then in
 	// the same history as the home's writes); otherwise they read where
@@ -125,7 +130,7 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 				staleClients[i] = s.clientWith(memory)
 			}
 			for seq := 0; ctx.Err() == nil; seq++ {
-				key := fmt.Sprintf("k%d", rng.Intn(tr.Keys))
+				key := tr.key(rng.Intn(tr.Keys))
 				value := fmt.Sprintf("c%d-%d", id, seq)
 				if len(tr.StaleReaders) > 0 {
 					// One stale read per round, at a mirror chosen at
@@ -156,6 +161,15 @@ func (tr Traffic) Run(ctx context.Context, c dynamic.ResourceInterface) {
 	wg.Wait()
 }
 
+// key is the name of the traffic's key k.
+func (tr Traffic) key(k int) string {
+	prefix := tr.KeyPrefix
+	if prefix == "" {
+		prefix = "k"
+	}
+	return prefix + strconv.Itoa(k)
+}
+
 // get reads key consistently and records the read; nil when the read
 // failed (a failed read changes nothing and is not part of the history).
 func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, key string, at int) *Output {
@@ -182,7 +196,7 @@ func (tr Traffic) get(ctx context.Context, c dynamic.ResourceInterface, id int, 
 // final reads of a run, which make the convergence part of the history.
 func (tr Traffic) GetAll(ctx context.Context, c dynamic.ResourceInterface) error {
 	for k := range tr.Keys {
-		key := fmt.Sprintf("k%d", k)
+		key := tr.key(k)
 		for tr.get(ctx, c, tr.Writers, key, 0) == nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("the final read of %s: %w", key, ctx.Err())
