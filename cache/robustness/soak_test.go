@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
-	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -229,7 +229,7 @@ func (r *relister) run(ctx context.Context) {
 		informerCtx, stop := context.WithCancel(ctx)
 		factory.Start(informerCtx.Done())
 		syncCtx, cancel := context.WithTimeout(informerCtx, time.Minute)
-		if toolscache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
+		if cache.WaitForCacheSync(syncCtx.Done(), informer.HasSynced) {
 			r.synced.Add(1)
 		} else if ctx.Err() == nil {
 			r.failed.Add(1)
