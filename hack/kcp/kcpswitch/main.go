@@ -100,11 +100,7 @@ func reader(args []string) error {
 	interval := fs.Duration("interval", 150*time.Millisecond, "between LISTs")
 	gone := fs.String("gone", "", "a file naming objects deleted on purpose (shard/cluster/name lines)")
 	_ = fs.Parse(args)
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := rest.HTTPClientFor(cfg)
+	cfg, client, err := clientFor(*kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -374,11 +370,7 @@ func converged(args []string) error {
 	each := fs.Bool("each", false, "time each shard on its own")
 	interval := fs.Duration("interval", 200*time.Millisecond, "between two comparisons")
 	_ = fs.Parse(args)
-	cacheCfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return err
-	}
-	cache, err := rest.HTTPClientFor(cacheCfg)
+	cacheCfg, cache, err := clientFor(*kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -483,11 +475,7 @@ func rv(args []string) error {
 	fs := flag.NewFlagSet("rv", flag.ExitOnError)
 	kubeconfig := fs.String("kubeconfig", "", "the cache's kubeconfig")
 	_ = fs.Parse(args)
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := rest.HTTPClientFor(cfg)
+	cfg, client, err := clientFor(*kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -786,4 +774,17 @@ func normalize(v any) any {
 		return out
 	}
 	return v
+}
+
+// clientFor is the config of kubeconfig and an HTTP client for it.
+func clientFor(kubeconfig string) (*rest.Config, *http.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, client, nil
 }
