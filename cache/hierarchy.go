@@ -32,6 +32,13 @@ const (
 	// its partition at the home again (its heartbeat says so).
 	AnnotationHomeEpoch = "cache.kcp.io/home-epoch"
 
+	// AnnotationHomePath records, on a mirrored copy, the caches it came
+	// through, comma separated: its home first, then each relay in order,
+	// not the cache that holds it ("south" at a mirror of south, "south,west"
+	// at a cache that mirrors south through west). A cache never takes a
+	// copy whose path names it: a partition cannot come back around a loop.
+	AnnotationHomePath = "cache.kcp.io/home-path"
+
 	// CopyBookkeepingHeader, sent with the value "keep" on a read, asks a
 	// cache to serve its copies with the three annotations above. Without
 	// it a reader other than a peer cache or the server itself is served a
@@ -100,6 +107,21 @@ type HomesAnswer struct {
 	// Claiming are shards this cache is claiming at this moment (it asked
 	// its peers and has not decided yet): an asker must not claim them.
 	Claiming []string `json:"claiming,omitempty"`
+	// Routes are the homes whose partitions the cache serves onward, and
+	// by which path: its own (a path of itself alone), and every home it
+	// mirrors over a live path. A cache takes a home's partitions from the
+	// peer with the shortest such path that does not name the cache.
+	Routes []Route `json:"routes,omitempty"`
+}
+
+// Route is the path by which a cache holds a home's partitions.
+type Route struct {
+	Home string `json:"home"`
+	// Path runs from the answering cache to the home, both included.
+	Path []string `json:"path"`
+	// Epoch is the home's epoch that the cache's copies of its partitions
+	// came from (the answering cache's own epoch for its own route).
+	Epoch string `json:"epoch,omitempty"`
 }
 
 // HomeClaim says that Home is the home of Shard, at Generation: a claim with
@@ -164,8 +186,34 @@ type HomeRevisionAnswer struct {
 	// Revision is the revision of the last change to the asked data that
 	// the cache knows of (at least the revision at which the data last
 	// changed, and every write acknowledged before the request is covered).
+	// In a relayed answer it is the answering cache's own revision at
+	// which its copy holds everything the home had when the question
+	// reached the home.
 	Revision int64 `json:"revision"`
+	// Relayed is set when the answering cache is not the data's home but
+	// relays it (RevisionPath's home parameter, or a shard homed
+	// elsewhere): it asked the home along its path first.
+	Relayed *RelayedRevision `json:"relayed,omitempty"`
 }
+
+// RelayedRevision is what a relay's copy of a home's data holds at the
+// relay's revision of a HomeRevisionAnswer, in the home's own terms.
+type RelayedRevision struct {
+	Home      string `json:"home"`
+	HomeEpoch string `json:"homeEpoch"`
+	// Path runs from the answering cache to the home, both included.
+	Path []string `json:"path"`
+	// Base is the home revision every shard of the home counts as changed
+	// at (the relay's last list of the data); Shards the home revision of
+	// the last change since, per shard, for the shards that changed. A
+	// shard's last change is the larger of the two.
+	Base   int64            `json:"base"`
+	Shards map[string]int64 `json:"shards,omitempty"`
+}
+
+// RevisionHomeParameter, on RevisionPath, asks a relay for its revision
+// of the data of the shards homed at the named cache (with shard "*").
+const RevisionHomeParameter = "home"
 
 // HomeRevision is one entry of HomeRevisionHeader.
 type HomeRevision struct {
@@ -226,7 +274,7 @@ func FormatFreshnessAges(ages map[string]time.Duration) string {
 }
 
 // CopyBookkeeping are the annotations a mirror keeps on its copies.
-var CopyBookkeeping = []string{AnnotationHome, AnnotationHomeResourceVersion, AnnotationHomeEpoch}
+var CopyBookkeeping = []string{AnnotationHome, AnnotationHomeResourceVersion, AnnotationHomeEpoch, AnnotationHomePath}
 
 var hideBookkeepingKey = NewContextKey[bool]("hide copy bookkeeping")
 

@@ -24,16 +24,18 @@ const MirrorHookName = "kcp-cache-mirror"
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
 // pass the same storage, admission and watch cache as every other write.
-func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry) (*mirror.Mirror, error) {
+func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry, current mirror.StorageRevision, epoch func() string) (*mirror.Mirror, error) {
 	if len(c.Peers) == 0 {
 		return nil, nil
 	}
 	return mirror.New(mirror.Config{
-		CacheName:     c.CacheName,
-		Peers:         c.Peers,
-		Local:         loopback,
-		FreshnessWait: c.FreshnessWait,
-		Homes:         claims,
+		CacheName:       c.CacheName,
+		Peers:           c.Peers,
+		Local:           loopback,
+		FreshnessWait:   c.FreshnessWait,
+		Homes:           claims,
+		StorageRevision: current,
+		Epoch:           epoch,
 		Resources: func() []schema.GroupVersionResource {
 			var out []schema.GroupVersionResource
 			for _, r := range plane.Resources() {
@@ -142,8 +144,12 @@ func (s *Server) serveHomeRevisions(c CompletedConfig) {
 	if s.homes != nil {
 		elsewhere = s.homes.HomedElsewhere
 	}
+	var relay homerevision.Relay
+	if s.mirror != nil {
+		relay = s.mirror
+	}
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionPath,
-		homerevision.Handler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch, elsewhere))
+		homerevision.Handler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch, elsewhere, relay))
 	s.GenericAPIServer.Handler.NonGoRestfulMux.Handle(kcpcache.RevisionsPath,
 		homerevision.RevisionsHandler(s.homeRevisions, c.extra.Hierarchy.CacheName, s.epoch.Epoch))
 	if s.homes != nil {

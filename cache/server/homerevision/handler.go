@@ -28,6 +28,12 @@ const (
 	ResourceParameter = "resource"
 )
 
+// Relay answers the revision questions about data this cache relays (a
+// home's partitions it mirrors and serves onward): package mirror.
+type Relay interface {
+	AnswerRevision(ctx context.Context, shard, home string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, *apierrors.StatusError)
+}
+
 // Handler serves kcpcache.RevisionPath: GET with shard (a shard name or
 // kcpcache.Wildcard) and resource ("<resource>.<group>", or "<resource>"
 // for the core group; an identity resource as stored,
@@ -37,17 +43,36 @@ const (
 // 405 for other methods, 503 while the tracker is not ready or behind, and
 // 503 for a shard that elsewhere reports to be homed at another cache
 // (elsewhere may be nil): a cache that gave a shard up must not confirm a
-// mirror's copy of it, since the shard writes at its new home now.
-func Handler(t *Tracker, name string, epoch func() string, elsewhere func(shard string) (home string, generation int64, ok bool)) http.Handler {
+// mirror's copy of it, since the shard writes at its new home now. With
+// the parameter kcpcache.RevisionHomeParameter naming another cache, the
+// question is about that home's data, which relay answers (nil: 503, this
+// cache relays nothing).
+func Handler(t *Tracker, name string, epoch func() string, elsewhere func(shard string) (home string, generation int64, ok bool), relay Relay) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {
 			w.Header().Set("Allow", http.MethodGet)
 			writeStatus(w, apierrors.NewMethodNotSupported(schema.GroupResource{Resource: "revision"}, req.Method))
 			return
 		}
-		shard, gr, err := parseQuery(req)
+		shard, gr, home, err := parseQuery(req)
 		if err != nil {
 			writeStatus(w, apierrors.NewBadRequest(err.Error()))
+			return
+		}
+		if home != "" && home != name {
+			if relay == nil {
+				writeStatus(w, apierrors.NewServiceUnavailable(fmt.Sprintf("this cache relays no home; %q is not this cache", home)))
+				return
+			}
+			answer, status := relay.AnswerRevision(req.Context(), shard, home, gr)
+			if status != nil {
+				w.Header().Set("Retry-After", "1")
+				writeStatus(w, status)
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Cache-Control", "no-store")
+			_ = json.NewEncoder(w).Encode(answer)
 			return
 		}
 		if elsewhere != nil && shard != kcpcache.Wildcard {
@@ -111,31 +136,41 @@ func RevisionsHandler(t *Tracker, name string, epoch func() string) http.Handler
 	})
 }
 
-// parseQuery reads and checks the shard and the resource.
-func parseQuery(req *http.Request) (string, schema.GroupResource, error) {
+// parseQuery reads and checks the shard, the resource and the home (""
+// when not given).
+func parseQuery(req *http.Request) (string, schema.GroupResource, string, error) {
 	q := req.URL.Query()
 	for _, p := range []string{ShardParameter, ResourceParameter} {
 		if len(q[p]) != 1 {
-			return "", schema.GroupResource{}, fmt.Errorf("%s needs exactly one %q parameter, given %d", kcpcache.RevisionPath, p, len(q[p]))
+			return "", schema.GroupResource{}, "", fmt.Errorf("%s needs exactly one %q parameter, given %d", kcpcache.RevisionPath, p, len(q[p]))
 		}
 	}
 	shard := q.Get(ShardParameter)
 	if shard != kcpcache.Wildcard {
 		if err := kcpcache.ValidateShardName(shard); err != nil {
-			return "", schema.GroupResource{}, fmt.Errorf("parameter %q: %w", ShardParameter, err)
+			return "", schema.GroupResource{}, "", fmt.Errorf("parameter %q: %w", ShardParameter, err)
 		}
 	}
 	resource := q.Get(ResourceParameter)
 	gr := schema.ParseGroupResource(resource)
 	if err := validateResource(gr.Resource); err != nil {
-		return "", schema.GroupResource{}, fmt.Errorf("parameter %q: %w", ResourceParameter, err)
+		return "", schema.GroupResource{}, "", fmt.Errorf("parameter %q: %w", ResourceParameter, err)
 	}
 	if gr.Group != "" {
 		if errs := validation.IsDNS1123Subdomain(gr.Group); len(errs) > 0 {
-			return "", schema.GroupResource{}, fmt.Errorf("parameter %q: group %q: %s", ResourceParameter, gr.Group, strings.Join(errs, "; "))
+			return "", schema.GroupResource{}, "", fmt.Errorf("parameter %q: group %q: %s", ResourceParameter, gr.Group, strings.Join(errs, "; "))
 		}
 	}
-	return shard, gr, nil
+	if len(q[kcpcache.RevisionHomeParameter]) > 1 {
+		return "", schema.GroupResource{}, "", fmt.Errorf("%s takes at most one %q parameter, given %d", kcpcache.RevisionPath, kcpcache.RevisionHomeParameter, len(q[kcpcache.RevisionHomeParameter]))
+	}
+	home := q.Get(kcpcache.RevisionHomeParameter)
+	if home != "" {
+		if err := kcpcache.ValidateCacheName(home); err != nil {
+			return "", schema.GroupResource{}, "", fmt.Errorf("parameter %q: %w", kcpcache.RevisionHomeParameter, err)
+		}
+	}
+	return shard, gr, home, nil
 }
 
 // validateResource accepts a resource's plural, or an identity resource

@@ -38,7 +38,7 @@ func TestHandlerAnswersOrRefusesWithAStatus(t *testing.T) {
 	tr := runTracker(t, c)
 	// Shard moved is homed at west by the claims.
 	elsewhere := func(shard string) (string, int64, bool) { return "west", 2, shard == "moved" }
-	srv := httptest.NewServer(homerevision.Handler(tr, "east", func() string { return "epoch-1" }, elsewhere))
+	srv := httptest.NewServer(homerevision.Handler(tr, "east", func() string { return "epoch-1" }, elsewhere, nil))
 	defer srv.Close()
 
 	// Initialised before the write: the write is above the floor.
@@ -94,7 +94,7 @@ func TestHandlerAnswersOrRefusesWithAStatus(t *testing.T) {
 // A tracker that has not initialised makes the handler answer 503 at once.
 func TestHandlerAnswersUnavailableBeforeTheTrackerIsReady(t *testing.T) {
 	c := homerevision.StartEtcd(t)
-	srv := httptest.NewServer(homerevision.Handler(homerevision.NewTracker(c, prefix), "east", func() string { return "e" }, nil))
+	srv := httptest.NewServer(homerevision.Handler(homerevision.NewTracker(c, prefix), "east", func() string { return "e" }, nil, nil))
 	defer srv.Close()
 	resp, body := get(t, srv, http.MethodGet, "shard=amber&resource=configmaps")
 	var status metav1.Status

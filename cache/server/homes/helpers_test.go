@@ -34,6 +34,9 @@ type peerSpec struct {
 	down bool
 	// as is the cache it answers as; its own name when empty.
 	as string
+	// routes, when set, are the routes it offers at its first, second, ...
+	// answer (the last one after that); its own route always.
+	routes [][]kcpcache.Route
 }
 
 // startPeer serves a fake peer named name as spec says, until the test ends.
@@ -60,6 +63,10 @@ func startPeer(t *testing.T, name string, spec peerSpec) *homes.Peer {
 		}
 		if len(spec.tables) > 0 {
 			ans.Claims = spec.tables[min(int(n), len(spec.tables))-1]
+		}
+		ans.Routes = []kcpcache.Route{{Home: name, Path: []string{name}}}
+		if len(spec.routes) > 0 {
+			ans.Routes = append(ans.Routes, spec.routes[min(int(n), len(spec.routes))-1]...)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(ans)

@@ -75,10 +75,22 @@ func (p *Peer) GetJSON(ctx context.Context, path string, query url.Values, limit
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(body)))
+		return &PeerStatusError{Status: resp.Status, Body: body}
 	}
 	if err := json.Unmarshal(body, out); err != nil {
 		return fmt.Errorf("decoding %s: %w", what, err)
 	}
 	return nil
+}
+
+// PeerStatusError is a peer's answer other than 200: its status line and
+// body (a Kubernetes Status, for the paths a cache serves), so that a
+// relay's refusal can be passed on with its causes.
+type PeerStatusError struct {
+	Status string
+	Body   []byte
+}
+
+func (e *PeerStatusError) Error() string {
+	return fmt.Sprintf("%s: %s", e.Status, strings.TrimSpace(string(e.Body)))
 }

@@ -72,6 +72,14 @@ type Table struct {
 	claiming  map[string]bool
 	// onChange is told when a shard's home changes (OnHomeChange).
 	onChange func(ctx context.Context, shard, from, to string)
+	// offers are the routes each peer's latest table offered, upstreams
+	// the peer each home's partitions are taken from (routes.go); onRoute
+	// is told when one changes, routeEpoch reads a home's epoch as this
+	// cache's copies are.
+	offers     map[string]offered
+	upstreams  map[string]upstream
+	onRoute    func(ctx context.Context, home, from, to string)
+	routeEpoch func(home string) string
 
 	// claimMu lets one claim at a time ask the peers.
 	claimMu sync.Mutex
@@ -94,7 +102,7 @@ func New(cfg Config) (*Table, error) {
 		cfg.FreshnessWait = options.DefaultFreshnessWait
 	}
 	t := &Table{cfg: cfg, claims: map[string]kcpcache.HomeClaim{}, conflicts: map[string]string{},
-		adopted: map[string]int64{}, claiming: map[string]bool{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
+		adopted: map[string]int64{}, claiming: map[string]bool{}, offers: map[string]offered{}, upstreams: map[string]upstream{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
 	t.peers = append(t.peers, cfg.Peers...)
 	sort.Slice(t.peers, func(i, j int) bool { return t.peers[i].Name < t.peers[j].Name })
 	return t, nil
@@ -195,14 +203,13 @@ func (t *Table) Known() ([]kcpcache.HomeClaim, map[string]string) {
 }
 
 // Answer is this cache's answer at kcpcache.HomesPath; shard "" is every
-// shard.
+// shard. The routes are every home's, whatever the shard.
 func (t *Table) Answer(shard string) kcpcache.HomesAnswer {
 	ans := kcpcache.HomesAnswer{Cache: t.cfg.CacheName, Claims: []kcpcache.HomeClaim{}}
 	if t.cfg.Epoch != nil {
 		ans.Epoch = t.cfg.Epoch()
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	for s, c := range t.claims {
 		if shard != "" && s != shard {
 			continue
@@ -216,8 +223,10 @@ func (t *Table) Answer(shard string) kcpcache.HomesAnswer {
 			ans.Claiming = append(ans.Claiming, s)
 		}
 	}
+	t.mu.Unlock()
 	sort.Slice(ans.Claims, func(i, j int) bool { return ans.Claims[i].Shard < ans.Claims[j].Shard })
 	sort.Strings(ans.Claiming)
+	ans.Routes = t.offeredRoutes()
 	return ans
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/homes"
-	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
 
 // homesTable reads r's table of home claims as its admin.
@@ -209,42 +208,6 @@ func TestRegionsWriteWhileCut(t *testing.T) {
 	waitItems(t, a, "s-a", n, "")
 	waitItems(t, b, "s-a", n, "a")
 	waitItems(t, a, "s-new", 1, "b")
-}
-
-// TestRegionsChainIsRefused: east peers west, west peers south, east does
-// not peer south. East holds none of shard-south's partition, so it refuses
-// consistent reads of it, and of the wildcard, with 503 HomeNotPeered
-// instead of answering less than the home holds; it refuses shard-south's
-// writes with 403 naming south.
-func TestRegionsChainIsRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long scenario (several caches in regions): skipped with -short")
-	}
-	ctx := testContext(t)
-	regions := startRegionsWith(t, ctx, nil, func(from, to string) bool {
-		return !(from == "east" && to == "south") && !(from == "south" && to == "east")
-	}, "east", "west", "south")
-	east, west, south := regions["east"], regions["west"], regions["south"]
-	for i := range 3 {
-		if _, err := south.shard(t, "shard-south").Create(ctx, apiExport(fmt.Sprintf("obj-%d", i), nil), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := east.shard(t, "shard-east").Create(ctx, apiExport("obj", nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitItems(t, west, "shard-south", 3, "south")
-	waitItems(t, west, "shard-east", 1, "east")
-
-	_, err := east.items(ctx, t, "shard-south", "")
-	wantStatus(t, "consistent read of shard-south at east", err, http.StatusServiceUnavailable, mirror.ReasonHomeNotPeered, "south")
-	_, err = east.items(ctx, t, kcpcache.Wildcard, "")
-	wantStatus(t, "consistent read of every shard at east", err, http.StatusServiceUnavailable, mirror.ReasonHomeNotPeered, "south")
-	_, err = east.shard(t, "shard-south").Create(ctx, apiExport("stray", nil), metav1.CreateOptions{})
-	wantStatus(t, "shard-south writing at east", err, http.StatusForbidden, "", "")
-	// East's own shard is still read consistently at east.
-	waitItems(t, east, "shard-east", 1, "")
-	waitItems(t, south, "shard-south", 3, "")
 }
 
 // TestRegionsHomeConflictKeepsBothSides: two caches that each took a shard's

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -56,19 +57,61 @@ func (s *stream) partitionClient(k copyKey) dynamic.ResourceInterface {
 	return r
 }
 
-// desiredCopy is the copy of the peer's object u as it is stored here.
-func (s *stream) desiredCopy(u *unstructured.Unstructured) *unstructured.Unstructured {
+// desiredCopy is the copy of the peer's object u, of a shard homed at home,
+// as it is stored here: a relayed copy keeps its home's bookkeeping, and
+// gains the peer in its path.
+func (s *stream) desiredCopy(u *unstructured.Unstructured, home string) *unstructured.Unstructured {
 	c := u.DeepCopy()
 	a := c.GetAnnotations()
 	if a == nil {
 		a = map[string]string{}
 	}
-	a[kcpcache.AnnotationHome] = s.peer.Name
-	a[kcpcache.AnnotationHomeResourceVersion] = u.GetResourceVersion()
-	a[kcpcache.AnnotationHomeEpoch] = s.listEpoch
+	if home == s.peer.Name {
+		a[kcpcache.AnnotationHome] = s.peer.Name
+		a[kcpcache.AnnotationHomeResourceVersion] = u.GetResourceVersion()
+		a[kcpcache.AnnotationHomeEpoch] = s.listEpoch
+		a[kcpcache.AnnotationHomePath] = s.peer.Name
+	} else {
+		a[kcpcache.AnnotationHomePath] = a[kcpcache.AnnotationHomePath] + "," + s.peer.Name
+	}
 	c.SetAnnotations(a)
 	c.SetResourceVersion("")
 	return c
+}
+
+// homeRevisionOf is the home's resourceVersion a copy of the peer's object
+// u records: the object's own at its home, a relayed copy's as relayed.
+func (s *stream) homeRevisionOf(u *unstructured.Unstructured, home string) string {
+	if home == s.peer.Name {
+		return u.GetResourceVersion()
+	}
+	return u.GetAnnotations()[kcpcache.AnnotationHomeResourceVersion]
+}
+
+// homeVia returns the home of shard when the shard's partitions are taken
+// from this stream's peer: the peer itself, or a home the peer relays.
+func (s *stream) homeVia(shard string) (string, bool) {
+	home, ok := s.m.homeOf(shard)
+	if !ok || home == s.m.cfg.CacheName || s.m.sourceFor(home) != s.peer {
+		return "", false
+	}
+	return home, true
+}
+
+// relayedHomeOf returns the home of shard when the peer relays it to this
+// cache.
+func (s *stream) relayedHomeOf(shard string) (string, bool) {
+	home, ok := s.homeVia(shard)
+	return home, ok && home != s.peer.Name
+}
+
+// takesRelayed reports whether the peer's object u is taken as a copy of
+// home, which the peer relays: it must be the peer's copy of that home (not
+// of a former home, which the peer has not rewritten yet), must not have
+// passed through this cache, and the home must be followed (confirmed
+// through the peer before the stream's last list).
+func (s *stream) takesRelayed(u *unstructured.Unstructured, home string) bool {
+	return u.GetAnnotations()[kcpcache.AnnotationHome] == home && !pathContains(u, s.m.cfg.CacheName) && s.isFollowed(home)
 }
 
 // listPageSize is how many objects one page of a list holds, here and at
@@ -117,15 +160,23 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
 				return err
 			}
-			if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
+			home, ok := s.homeVia(k.shard)
+			if !ok {
 				continue
 			}
 			want[k] = true
-			if s.peer.holds.isHeld(k.shard) {
+			if s.peer.holds.isHeld(k.shard) || home != s.peer.Name && !s.takesRelayed(u, home) {
+				// Held, or a relayed object not taken: the copy here
+				// stays as it is.
 				continue
 			}
 			existing, ok := have[k]
 			ok = ok && s.replaceable(k.shard)
+			if ok && home != s.peer.Name && existing.uid == u.GetUID() && olderThan(s.homeRevisionOf(u, home), existing.homeRevision) {
+				// A relay never takes a copy back to an older state of
+				// its home than the one here.
+				continue
+			}
 			// A copy is kept only when it records the home's revision too:
 			// the home rewrites an object without changing its content
 			// when it makes its copies its own after adopting the shard
@@ -134,7 +185,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			// object is written again (a cache holding k0 as the new
 			// home's 549 while the new home holds it at 560 kept a home
 			// move in the robustness harness from completing).
-			if ok && existing.content == contentOf(s.desiredCopy(u)) && existing.homeRevision == u.GetResourceVersion() {
+			if ok && existing.content == contentOf(s.desiredCopy(u, home)) && existing.homeRevision == s.homeRevisionOf(u, home) {
 				continue
 			}
 			if err := s.applyPeerObject(ctx, u, !ok); err != nil {
@@ -155,6 +206,11 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 		if want[k] || !s.replaceable(k.shard) || s.peer.holds.isHeld(k.shard) {
 			continue
 		}
+		if home, relayed := s.relayedHomeOf(k.shard); relayed && !s.isFollowed(home) {
+			// The peer did not confirm the home before this list: what
+			// it lacks may be what it has not caught up with yet.
+			continue
+		}
 		// An object of a shard homed at the peer that the peer does not
 		// hold: deleted there, or (the shard's home moved to the peer) one
 		// the new home does not hold.
@@ -172,6 +228,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error) {
 	have := map[copyKey]localCopy{}
 	var fromOtherEpoch []string
+	relayedOtherEpoch := map[string][]string{}
 	res := s.m.local.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(s.gvr)
 	for token := ""; ; {
 		page, err := res.List(ctx, metav1.ListOptions{Limit: listPageSize, Continue: token})
@@ -190,6 +247,9 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 				if c.home == s.peer.Name && c.epoch != "" && c.epoch != s.listEpoch {
 					fromOtherEpoch = append(fromOtherEpoch, k.shard)
 				}
+				if e := s.epochs[c.home]; c.home != s.peer.Name && e != "" && c.epoch != "" && c.epoch != e {
+					relayedOtherEpoch[c.home] = append(relayedOtherEpoch[c.home], k.shard)
+				}
 			}
 			have[k] = c
 		}
@@ -198,7 +258,12 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 		}
 	}
 	if len(fromOtherEpoch) > 0 {
-		s.peer.holdHome(ctx, s.m, s.listEpoch, fromOtherEpoch...)
+		s.peer.holdHome(ctx, s.m, s.peer.Name, s.listEpoch, fromOtherEpoch...)
+	}
+	for home, shards := range relayedOtherEpoch {
+		// A relayed home whose epoch changed since the copies here were
+		// taken: held here as at every hop.
+		s.peer.holdHome(ctx, s.m, home, s.epochs[home], shards...)
 	}
 	return have, nil
 }
@@ -211,8 +276,16 @@ func (s *stream) localCopies(ctx context.Context) (map[copyKey]localCopy, error)
 // whose claim is unknown or in conflict, or held here, are nobody's to
 // replace: they stay as they are.
 func (s *stream) replaceable(shard string) bool {
-	home, followed := s.m.homeOf(shard)
-	return followed && home == s.peer.Name
+	_, ok := s.homeVia(shard)
+	return ok
+}
+
+// olderThan reports whether resourceVersion a is a lower revision than b
+// (both the home's); false when either is not a revision.
+func olderThan(a, b string) bool {
+	x, errA := strconv.ParseInt(a, 10, 64)
+	y, errB := strconv.ParseInt(b, 10, 64)
+	return errA == nil && errB == nil && x < y
 }
 
 // applyPeerObject writes the copy of the peer's object u here when the
@@ -231,12 +304,14 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, k.shard); err != nil {
 		return err
 	}
-	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
-		// Not the peer's shard by the claims (another home, a conflict):
-		// the peer's object is not taken.
+	home, ok := s.homeVia(k.shard)
+	if !ok || home != s.peer.Name && !s.takesRelayed(u, home) {
+		// Not the peer's shard by the claims and routes (another home or
+		// path, a conflict), or a relayed object not taken: the peer's
+		// object is not taken.
 		return nil
 	}
-	desired := s.desiredCopy(u)
+	desired := s.desiredCopy(u, home)
 	r := s.partitionClient(k)
 	if isNew {
 		_, err := r.Create(ctx, desired, metav1.CreateOptions{})
@@ -282,17 +357,25 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 // it gave the shard up since this cache last read its table (do not). A
 // list reads the peer's whole table first and needs no such question.
 func (s *stream) stillPeersShard(ctx context.Context, u *unstructured.Unstructured) (bool, error) {
-	if isHomeObject(u) || !inPartition(u) {
+	if !inPartition(u) {
 		return true, nil
 	}
 	shard := keyOf(u).shard
-	if home, ok := s.m.homeOf(shard); !ok || home != s.peer.Name {
+	home, ok := s.homeVia(shard)
+	if ok && home != s.peer.Name {
+		// A copy the peer relays: the route says whose it is.
+		return s.takesRelayed(u, home), nil
+	}
+	if isHomeObject(u) {
+		return true, nil
+	}
+	if !ok {
 		return false, nil
 	}
 	if err := s.m.homes.AskPeer(ctx, s.peer.Name, shard); err != nil {
 		return false, fmt.Errorf("asking peer %q for the home of shard %q: %w", s.peer.Name, shard, err)
 	}
-	home, ok := s.m.homeOf(shard)
+	home, ok = s.m.homeOf(shard)
 	return ok && home == s.peer.Name, nil
 }
 
@@ -303,7 +386,8 @@ func (s *stream) applyPeerDeletion(ctx context.Context, u *unstructured.Unstruct
 	if !inPartition(u) || s.peer.holds.isHeld(k.shard) {
 		return nil
 	}
-	if home, ok := s.m.homeOf(k.shard); !ok || home != s.peer.Name {
+	home, ok := s.homeVia(k.shard)
+	if !ok || home != s.peer.Name && !s.takesRelayed(u, home) {
 		return nil
 	}
 	return s.deleteCopy(ctx, k, u.GetUID())

@@ -23,9 +23,10 @@ const (
 	// ReasonMirrorBehind: the home answered, but the mirror did not reach
 	// its revision in time (or has not listed the type from it yet).
 	ReasonMirrorBehind = "MirrorBehind"
-	// ReasonHomeNotPeered: the shard's home is neither this cache nor one
-	// of its peers; this cache holds no copy it could vouch for.
-	ReasonHomeNotPeered = "HomeNotPeered"
+	// ReasonHomeNoRoute: the shard's home is not this cache, and no peer
+	// has offered a path to it: this cache holds no copy it could vouch
+	// for.
+	ReasonHomeNoRoute = "HomeNoRoute"
 )
 
 // NotFresh is why one home's part of a consistent read cannot be confirmed.
@@ -37,10 +38,20 @@ type NotFresh struct {
 	// Want is the home's revision, Have the mirror's; both zero when the
 	// home did not answer.
 	Want, Have int64
-	Err        error
+	// Hop names the link that failed along the path ("<from>-><to>"),
+	// when one did.
+	Hop string
+	Err error
 }
 
 func (e *NotFresh) Error() string {
+	if e.Hop != "" {
+		return hopPrefix + e.Hop + ": " + e.reason()
+	}
+	return e.reason()
+}
+
+func (e *NotFresh) reason() string {
 	what := fmt.Sprintf("%s of shard %q", e.Resource, e.Shard)
 	if e.Shard == kcpcache.Wildcard {
 		what = fmt.Sprintf("%s of the shards homed at %q", e.Resource, e.Home)
@@ -50,8 +61,8 @@ func (e *NotFresh) Error() string {
 		return fmt.Sprintf("%s: the home cache %q changed epoch (restored or lost its data); the copy here is held until the shard converges there again", what, e.Home)
 	case homes.ReasonHomeConflict:
 		return fmt.Sprintf("%s: two home claims of the same generation: %v; resolve with --adopt-shard at the cache that should be its home", what, e.Err)
-	case ReasonHomeNotPeered:
-		return fmt.Sprintf("%s: its home is the cache %q, which is not a peer of this cache: this cache holds no copy it can vouch for (peer every cache with every home it should serve)", what, e.Home)
+	case ReasonHomeNoRoute:
+		return fmt.Sprintf("%s: its home is the cache %q, and no peer of this cache offers a path to it: this cache holds no copy it can vouch for", what, e.Home)
 	case homes.ReasonHomeUnreachable:
 		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
 	default:
@@ -62,9 +73,13 @@ func (e *NotFresh) Error() string {
 	}
 }
 
-// askRevision asks the peer for its revision of shard's data of gr.
-func (p *source) askRevision(ctx context.Context, shard string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
+// askRevision asks the peer for its revision of shard's data of gr; of
+// home's, which the peer relays, when home is not the peer.
+func (p *source) askRevision(ctx context.Context, shard, home string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, error) {
 	q := url.Values{"shard": {shard}, "resource": {gr.String()}}
+	if home != p.Name {
+		q.Set(kcpcache.RevisionHomeParameter, home)
+	}
 	var ans kcpcache.HomeRevisionAnswer
 	if err := p.GetJSON(ctx, kcpcache.RevisionPath, q, 1<<16, "the revision answer", &ans); err != nil {
 		return kcpcache.HomeRevisionAnswer{}, err
@@ -72,50 +87,66 @@ func (p *source) askRevision(ctx context.Context, shard string, gr schema.GroupR
 	if ans.Cache != p.Name {
 		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer configured as %q answers as cache %q", p.Name, ans.Cache)
 	}
+	if home != p.Name && (ans.Relayed == nil || ans.Relayed.Home != home) {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer %q does not relay the home %q now", p.Name, home)
+	}
+	if home == p.Name && ans.Relayed != nil {
+		return kcpcache.HomeRevisionAnswer{}, fmt.Errorf("the peer %q is not the home of the data asked (it relays %q)", p.Name, ans.Relayed.Home)
+	}
 	return ans, nil
 }
 
-// homesOf returns the peers a read of shard must be confirmed with: its
-// home if that is a peer, none if it is this cache, every peer if the
-// shard's home is not known (it may have data at any of them) or for the
-// wildcard. It also returns the refusals the claims alone decide: a shard
-// in conflict, or homed at a cache that is neither this one nor a peer (a
-// chain: this cache holds no copy it could vouch for; relaying is not
-// built).
-func (m *Mirror) homesOf(shard string) ([]*source, []*NotFresh) {
+// targetsOf returns the homes a read of shard must be confirmed with, each
+// with the peer its partitions come from: its home if that is not this
+// cache; every peer if the shard's home is not known (it may have data at
+// any of them); for the wildcard, every peer and every home known by the
+// claims. It also returns the refusals the claims alone decide: a shard in
+// conflict, or homed at a cache no peer offers a path to.
+func (m *Mirror) targetsOf(shard string) ([]target, []*NotFresh) {
 	var refused []*NotFresh
 	refuse := func(c kcpcache.HomeClaim, conflict string) bool {
 		switch {
 		case conflict != "":
 			refused = append(refused, &NotFresh{Reason: homes.ReasonHomeConflict, Home: c.Home, Shard: c.Shard, Err: fmt.Errorf("the caches %q and %q both claim it at generation %d", c.Home, conflict, c.Generation)})
 			return true
-		case c.Home != m.cfg.CacheName && m.peers[c.Home] == nil:
-			refused = append(refused, &NotFresh{Reason: ReasonHomeNotPeered, Home: c.Home, Shard: c.Shard})
+		case c.Home != m.cfg.CacheName && m.sourceFor(c.Home) == nil:
+			refused = append(refused, &NotFresh{Reason: ReasonHomeNoRoute, Home: c.Home, Shard: c.Shard})
 			return true
 		}
 		return false
 	}
+	byHome := map[string]target{}
 	if shard != kcpcache.Wildcard {
 		if c, conflict, ok := m.homes.Lookup(shard); ok {
 			if refuse(c, conflict) {
 				return nil, refused
 			}
-			if p, ok := m.peers[c.Home]; ok {
-				return []*source{p}, nil
+			if c.Home == m.cfg.CacheName {
+				return nil, nil
 			}
-			return nil, nil
+			return []target{{src: m.sourceFor(c.Home), home: c.Home}}, nil
 		}
 	} else {
 		claims, conflicts := m.homes.Known()
 		for _, c := range claims {
-			refuse(c, conflicts[c.Shard])
+			if refuse(c, conflicts[c.Shard]) || c.Home == m.cfg.CacheName {
+				continue
+			}
+			byHome[c.Home] = target{src: m.sourceFor(c.Home), home: c.Home}
 		}
 	}
-	out := make([]*source, 0, len(m.peers))
-	for _, p := range m.peers {
-		out = append(out, p)
+	for name := range m.peers {
+		if _, ok := byHome[name]; !ok {
+			if src := m.sourceFor(name); src != nil {
+				byHome[name] = target{src: src, home: name}
+			}
+		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	out := make([]target, 0, len(byHome))
+	for _, t := range byHome {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].home < out[j].home })
 	return out, refused
 }
 
@@ -135,14 +166,14 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 		}
 		m.homes.AskPeers(ctx, q)
 	}
-	homes, refused := m.homesOf(shard)
+	targets, refused := m.targetsOf(shard)
 	if len(refused) > 0 {
 		for _, nf := range refused {
 			freshnessChecks.WithLabelValues(nf.Home, nf.Reason).Inc()
 		}
 		return nil, refused
 	}
-	if len(homes) == 0 {
+	if len(targets) == 0 {
 		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.FreshnessWait)
@@ -153,9 +184,9 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 		failed  []*NotFresh
 		wg      sync.WaitGroup
 	)
-	for _, p := range homes {
+	for _, t := range targets {
 		wg.Go(func() {
-			entry, nf := m.confirmWith(ctx, p, shard, gr)
+			entry, nf := m.confirmWith(ctx, t, shard, gr)
 			mu.Lock()
 			defer mu.Unlock()
 			result := "fresh"
@@ -165,7 +196,7 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 			} else {
 				entries = append(entries, entry)
 			}
-			freshnessChecks.WithLabelValues(p.Name, result).Inc()
+			freshnessChecks.WithLabelValues(t.home, result).Inc()
 		})
 	}
 	wg.Wait()
@@ -174,10 +205,11 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 }
 
 // confirmWith confirms the part of a read of shard's data of gr whose home
-// is p. A resource served without identity (a CachedResource's
+// is t's. A resource served without identity (a CachedResource's
 // publication) reads every identity's objects at once, so each of those
 // types is confirmed; the answer reflects the last change of any of them.
-func (m *Mirror) confirmWith(ctx context.Context, p *source, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
+func (m *Mirror) confirmWith(ctx context.Context, t target, shard string, gr schema.GroupResource) (kcpcache.HomeRevision, *NotFresh) {
+	p := t.src
 	covered := p.streamsFor(gr)
 	if len(covered) == 0 {
 		// A type this cache started serving since Run last looked (every
@@ -187,9 +219,9 @@ func (m *Mirror) confirmWith(ctx context.Context, p *source, shard string, gr sc
 	if len(covered) == 0 {
 		covered = []coveredStream{{gr: gr}}
 	}
-	entry := kcpcache.HomeRevision{Home: p.Name}
+	entry := kcpcache.HomeRevision{Home: t.home}
 	for _, c := range covered {
-		e, nf := m.confirmType(ctx, p, shard, c.gr, c.s)
+		e, nf := m.confirmType(ctx, t, shard, c.gr, c.s)
 		if nf != nil {
 			nf.Resource = gr
 			return kcpcache.HomeRevision{}, nf
@@ -197,46 +229,65 @@ func (m *Mirror) confirmWith(ctx context.Context, p *source, shard string, gr sc
 		if entry.Epoch != "" && e.Epoch != entry.Epoch {
 			// The home changed epoch between two of the asks; neither
 			// revision may be compared with the other.
-			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: p.Name, Shard: shard, Resource: gr}
+			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: t.home, Shard: shard, Resource: gr}
 		}
 		entry.Epoch, entry.Revision = e.Epoch, max(entry.Revision, e.Revision)
 	}
 	return entry, nil
 }
 
-// confirmType confirms shard's data of gr, one stored type, whose stream
-// at p is s (nil: none).
-func (m *Mirror) confirmType(ctx context.Context, p *source, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
-	nf := &NotFresh{Home: p.Name, Shard: shard, Resource: gr}
-	if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) {
+// isHeld reports whether a read of shard's data whose home is t's finds
+// it held after the home changed epoch (restored.go).
+func (t target) isHeld(shard string) bool {
+	if shard == kcpcache.Wildcard {
+		return t.src.holds.anyHeld(t.home)
+	}
+	return t.src.holds.isHeld(shard)
+}
+
+// confirmType confirms shard's data of gr, one stored type, whose home is
+// t's and whose stream at t's peer is s (nil: none). The entry it returns
+// has no epoch when the copy is current but its home revision is not known
+// exactly (a relayed deletion since the answer): the read is answered
+// without a header entry for the home.
+func (m *Mirror) confirmType(ctx context.Context, t target, shard string, gr schema.GroupResource, s *stream) (kcpcache.HomeRevision, *NotFresh) {
+	p := t.src
+	nf := &NotFresh{Home: t.home, Shard: shard, Resource: gr}
+	if t.isHeld(shard) {
 		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
 	}
 	asked := time.Now()
-	ans, err := p.askRevision(ctx, shard, gr)
+	ans, err := p.askRevision(ctx, shard, t.home, gr)
 	if err != nil {
-		nf.Reason, nf.Err = homes.ReasonHomeUnreachable, err
-		// The peer may have given the shard up (homerevision.Handler):
-		// read the tables now rather than at the next poll.
+		// The peer may have given the shard up (homerevision.Handler),
+		// or stopped relaying it: read the tables now rather than at the
+		// next poll.
 		m.homes.RequestPoll()
-		return kcpcache.HomeRevision{}, nf
+		return kcpcache.HomeRevision{}, notFreshFromPeer(m.cfg.CacheName, t, shard, gr, err)
+	}
+	homeEpoch := ans.Epoch
+	if ans.Relayed != nil {
+		homeEpoch = ans.Relayed.HomeEpoch
 	}
 	if s == nil {
 		nf.Reason, nf.Want = ReasonMirrorBehind, ans.Revision
 		return kcpcache.HomeRevision{}, nf
 	}
-	held := func() bool {
-		return shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard)
-	}
-	if _, epoch, _ := s.state(); epoch != "" && epoch != ans.Epoch {
-		// The home answers in another epoch than the copies here came
-		// from: it lost or went back in its data. Hold before anything
-		// is confirmed against the new epoch (restored.go).
-		p.holdHome(ctx, m, ans.Epoch)
-		if held() {
-			nf.Reason = ReasonHomeRestored
-			return kcpcache.HomeRevision{}, nf
+	if !t.relayed() {
+		if _, epoch, _ := s.state(); epoch != "" && epoch != ans.Epoch {
+			// The home answers in another epoch than the copies here came
+			// from: it lost or went back in its data. Hold before anything
+			// is confirmed against the new epoch (restored.go).
+			p.holdHome(ctx, m, t.home, ans.Epoch)
 		}
+	} else if epoch, _, _, _ := s.relayView(t.home, shard); epoch != "" && epoch != homeEpoch {
+		// The same, told by a relay: it holds too, and so does every hop.
+		p.holdHome(ctx, m, t.home, homeEpoch)
+	}
+	if t.isHeld(shard) {
+		nf.Reason = ReasonHomeRestored
+		return kcpcache.HomeRevision{}, nf
 	}
 	applied, ok := s.waitApplied(ctx, ans.Revision, ans.Epoch)
 	if !ok {
@@ -245,34 +296,44 @@ func (m *Mirror) confirmType(ctx context.Context, p *source, shard string, gr sc
 	}
 	// The stream may have listed in a new epoch of the home while this
 	// read waited, and held the partition then: the wait proves nothing.
-	if held() {
+	if t.isHeld(shard) {
 		nf.Reason = ReasonHomeRestored
 		return kcpcache.HomeRevision{}, nf
+	}
+	if t.relayed() {
+		s.resolve(ans, asked, shard)
+		_, last, exact, _ := s.relayView(t.home, shard)
+		if !exact {
+			return kcpcache.HomeRevision{Home: t.home}, nil
+		}
+		return kcpcache.HomeRevision{Home: t.home, Epoch: homeEpoch, Revision: last}, nil
 	}
 	if shard == kcpcache.Wildcard {
 		// Every partition of the type is current as of the question; a
 		// shard's answer says nothing of the others.
 		s.confirmAt(asked)
 	}
-	return kcpcache.HomeRevision{Home: p.Name, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
+	return kcpcache.HomeRevision{Home: t.home, Epoch: ans.Epoch, Revision: s.lastChange(shard)}, nil
 }
 
 // Stale returns, for a read of shard's data of gr that is served without a
-// check, the revision of each peer home the copy reflects and how long ago
-// that home last confirmed it. A home whose type has not been listed yet
-// is reported with revision 0.
+// check, the revision of each home the copy reflects and how long ago that
+// home last confirmed it (through every hop: never the age since a relay
+// confirmed it). A home whose type has not been listed yet is reported
+// with revision 0.
 func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRevision, map[string]time.Duration) {
 	var entries []kcpcache.HomeRevision
 	ages := map[string]time.Duration{}
-	homes, _ := m.homesOf(shard)
-	for _, p := range homes {
+	targets, _ := m.targetsOf(shard)
+	for _, t := range targets {
+		p := t.src
 		covered := p.streamsFor(gr)
 		if len(covered) > 1 {
 			// A resource served without identity: the age of its oldest
 			// identity's copy, and no revision (no one revision says
 			// what every identity's copy includes).
-			if age, ok := oldestAge(covered); ok {
-				ages[p.Name] = age
+			if age, ok := oldestAge(covered, t.home); ok {
+				ages[t.home] = age
 			}
 			continue
 		}
@@ -280,29 +341,43 @@ func (m *Mirror) Stale(shard string, gr schema.GroupResource) ([]kcpcache.HomeRe
 			continue
 		}
 		s := covered[0].s
+		if t.relayed() {
+			epoch, last, exact, at := s.relayView(t.home, shard)
+			if at.IsZero() {
+				continue
+			}
+			ages[t.home] = time.Since(at)
+			if exact && !t.isHeld(shard) && !s.releasePending() && !s.isMixed() {
+				entries = append(entries, kcpcache.HomeRevision{Home: t.home, Epoch: epoch, Revision: last})
+			}
+			continue
+		}
 		_, epoch, at := s.state()
 		if at.IsZero() {
 			continue
 		}
-		ages[p.Name] = time.Since(at)
-		if shard == kcpcache.Wildcard && p.holds.anyHeld() || p.holds.isHeld(shard) || s.releasePending() || s.isMixed() {
+		ages[t.home] = time.Since(at)
+		if t.isHeld(shard) || s.releasePending() || s.isMixed() {
 			// A held copy is older than what the stream has seen of the
 			// home's new epoch, and a mixed one (being relisted, or a
 			// change failed to apply) may be a mix of two states of the
 			// home: no revision of either would be true.
 			continue
 		}
-		entries = append(entries, kcpcache.HomeRevision{Home: p.Name, Epoch: epoch, Revision: s.lastChange(shard)})
+		entries = append(entries, kcpcache.HomeRevision{Home: t.home, Epoch: epoch, Revision: s.lastChange(shard)})
 	}
 	return entries, ages
 }
 
-// oldestAge is the time since the least recently confirmed of the streams
-// was confirmed; false if one never was.
-func oldestAge(covered []coveredStream) (time.Duration, bool) {
+// oldestAge is the time since home least recently confirmed the copy of
+// one of the streams; false if one never was.
+func oldestAge(covered []coveredStream, home string) (time.Duration, bool) {
 	var oldest time.Duration
 	for _, c := range covered {
 		_, _, at := c.s.state()
+		if home != c.s.peer.Name {
+			_, _, _, at = c.s.relayView(home, kcpcache.Wildcard)
+		}
 		if at.IsZero() {
 			return 0, false
 		}

@@ -37,9 +37,9 @@ func TestConfirmRefusals(t *testing.T) {
 	}{
 		{name: "a shard homed here: nothing to confirm", shard: "s",
 			claims: []kcpcache.HomeClaim{{Shard: "s", Home: "east", Generation: 1}}},
-		{name: "a shard homed at a cache that is not a peer", shard: "s",
+		{name: "a shard homed at a cache no peer offers a route to", shard: "s",
 			claims: []kcpcache.HomeClaim{{Shard: "s", Home: "north", Generation: 1}},
-			want:   []string{"HomeNotPeered north"}},
+			want:   []string{"HomeNoRoute north"}},
 		{name: "two claims of one generation", shard: "s",
 			claims: []kcpcache.HomeClaim{{Shard: "s", Home: "west", Generation: 1, ConflictsWith: "south"}},
 			want:   []string{"HomeConflict west"}},
@@ -52,12 +52,12 @@ func TestConfirmRefusals(t *testing.T) {
 		{name: "the partition is held after the home's epoch changed", shard: "s",
 			claims: []kcpcache.HomeClaim{{Shard: "s", Home: "west", Generation: 1}}, revision: 7, held: true,
 			want: []string{"HomeRestored west"}},
-		{name: "every shard: each home that is not a peer", shard: kcpcache.Wildcard,
+		{name: "every shard: each home no peer offers a route to", shard: kcpcache.Wildcard,
 			claims: []kcpcache.HomeClaim{{Shard: "s", Home: "north", Generation: 1}, {Shard: "t", Home: "south", Generation: 2}, {Shard: "u", Home: "west", Generation: 1}}, revision: 7,
-			want: []string{"HomeNotPeered north", "HomeNotPeered south"}},
+			want: []string{"HomeNoRoute north", "HomeNoRoute south"}},
 		{name: "a shard whose claim is not known yet: asked of the peers first", shard: "u",
 			claims: []kcpcache.HomeClaim{{Shard: "u", Home: "north", Generation: 1}},
-			want:   []string{"HomeNotPeered north"}},
+			want:   []string{"HomeNoRoute north"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,7 +99,7 @@ func TestConfirmRefusals(t *testing.T) {
 				table.AskPeers(ctx, "")
 			}
 			if tc.held {
-				m.peers["west"].holds.hold(ctx, "west", "e2", []string{"s"})
+				m.peers["west"].holds.hold(ctx, "west", "west", "e2", []string{"s"})
 			}
 			entries, failed := m.Confirm(ctx, tc.shard, apiexports)
 			var got []string

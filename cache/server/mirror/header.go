@@ -30,10 +30,16 @@ import (
 // holdStreams holds, for reading, applyMu of every stream whose data a read
 // of shard's gr covers, and returns the function that lets them go.
 func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release func()) {
-	homes, _ := m.homesOf(shard)
+	targets, _ := m.targetsOf(shard)
 	var held []*stream
-	for _, p := range homes {
-		for _, c := range p.streamsFor(gr) {
+	seen := map[*stream]bool{}
+	for _, t := range targets {
+		for _, c := range t.src.streamsFor(gr) {
+			if seen[c.s] {
+				// Two homes through one peer: one stream, held once.
+				continue
+			}
+			seen[c.s] = true
 			c.s.applyMu.RLock()
 			held = append(held, c.s)
 		}

@@ -41,9 +41,15 @@ type Config struct {
 	// TypeInterval is how often new types are picked up; zero means ten
 	// seconds.
 	TypeInterval time.Duration
-	// Homes is the cache's table of home claims: a peer's objects of a
-	// shard are mirrored only when the peer holds the shard's claim.
+	// Homes is the cache's table of home claims and routes: a peer's
+	// objects of a shard are mirrored only when the shard's home is the
+	// peer, or a home this cache's route to goes through the peer.
 	Homes *homes.Table
+	// StorageRevision reads the local storage's revision, for the answers
+	// this cache gives as a relay (relay.go); nil: it relays nothing.
+	StorageRevision StorageRevision
+	// Epoch is this cache's current epoch, named in its relayed answers.
+	Epoch func() string
 }
 
 // Mirror pulls the partitions whose home is a peer, and knows how fresh its
@@ -108,6 +114,9 @@ func New(cfg Config) (*Mirror, error) {
 	if cfg.TypeInterval == 0 {
 		cfg.TypeInterval = defaultTypeInterval
 	}
+	if cfg.Epoch == nil {
+		cfg.Epoch = func() string { return "" }
+	}
 	// The mirror's writes are this server's own work, not a client's:
 	// no client-side rate (the loopback's would pace a large first sync).
 	local, err := client.NewForConfig(client.Unthrottled(cfg.Local))
@@ -136,6 +145,8 @@ func New(cfg Config) (*Mirror, error) {
 		streamRestarts.WithLabelValues(name)
 	}
 	m.homes.OnHomeChange(m.homeChanged)
+	m.homes.OnRouteChange(m.routeChanged)
+	m.homes.SetRouteEpochs(m.homeEpoch)
 	return m, nil
 }
 
@@ -296,8 +307,48 @@ func (m *Mirror) homeChanged(ctx context.Context, shard, from, to string) {
 	if from == "" {
 		return
 	}
-	if p, ok := m.peers[to]; ok {
-		klog.FromContext(ctx).V(2).Info("A shard's home is a peer now: listing the peer again", "shard", shard, "from", from, "to", to)
+	if p := m.sourceFor(to); p != nil {
+		klog.FromContext(ctx).V(2).Info("A shard's home moved: listing the peer it comes through again", "shard", shard, "from", from, "to", to, "peer", p.Name)
 		p.requestRelist()
 	}
+}
+
+// routeChanged is told by the table when a home's partitions are to be
+// taken from another peer: that peer's streams list again, confirming the
+// home through it first (relay.go); the former peer's streams stop taking
+// them, and delete nothing of them. A home that is itself a peer was taken
+// from it before any route was known: its first route changes nothing.
+func (m *Mirror) routeChanged(ctx context.Context, home, from, to string) {
+	if from == "" && to == home {
+		return
+	}
+	if p, ok := m.peers[to]; ok {
+		klog.FromContext(ctx).Info("Listing a peer again to take a home's partitions through it", "home", home, "from", from, "peer", to)
+		p.requestRelist()
+	}
+}
+
+// homeEpoch is the epoch of home that this cache's copies of its
+// partitions came from, as the streams of its peer know it ("" when
+// unknown): the epoch of the routes this cache offers onward.
+func (m *Mirror) homeEpoch(home string) string {
+	via, _, ok := m.homes.Via(home)
+	p := m.peers[via]
+	if !ok || p == nil {
+		return ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.streams {
+		if home == p.Name {
+			if _, epoch, _ := s.state(); epoch != "" {
+				return epoch
+			}
+			continue
+		}
+		if epoch, _, _, _ := s.relayView(home, kcpcache.Wildcard); epoch != "" {
+			return epoch
+		}
+	}
+	return ""
 }

@@ -64,9 +64,10 @@ func objectKey(u *unstructured.Unstructured) string {
 }
 
 // wholeAtHome compares the copies of shard held here with what the peer
-// (the restored home) holds now, for every type mirrored from it; it
-// returns whether the partition is whole again there, and why not.
-func (p *source) wholeAtHome(ctx context.Context, local *client.ClusterClient, shard string) (bool, string, error) {
+// (the restored home, or a relay of it) holds now, for every type mirrored
+// from it; it returns whether the partition is whole again there, and why
+// not.
+func (p *source) wholeAtHome(ctx context.Context, local *client.ClusterClient, shard, homeName string) (bool, string, error) {
 	p.mu.Lock()
 	var types []schema.GroupVersionResource
 	for _, s := range p.streams {
@@ -86,7 +87,7 @@ func (p *source) wholeAtHome(ctx context.Context, local *client.ClusterClient, s
 		}
 		for i := range copies.Items {
 			c := &copies.Items[i]
-			if c.GetAnnotations()[kcpcache.AnnotationHome] != p.Name {
+			if c.GetAnnotations()[kcpcache.AnnotationHome] != homeName {
 				continue
 			}
 			o, ok := originOf(c)

@@ -39,13 +39,13 @@ const (
 // converged its partition there again; the copy here is held as it was.
 const ReasonHomeRestored = "HomeRestored"
 
-// holds are a peer's partitions held after its epoch changed.
+// holds are the partitions taken from a peer that are held after their
+// home's epoch changed: the peer's own, and those it relays.
 type holds struct {
 	mu sync.Mutex
-	// epoch is the peer epoch the held partitions wait to be converged in.
-	epoch string
-	// held maps a shard to when its partition was held.
-	held map[string]time.Time
+	// held maps a shard to its hold: since when, which home, and the home
+	// epoch it waits to be converged in.
+	held map[string]heldPartition
 	// releasedIn maps a shard to the epoch it was released in: its copies
 	// from the older epoch are being rewritten, not a reason to hold again.
 	releasedIn map[string]string
@@ -65,8 +65,14 @@ func (h *holds) releaseGeneration() int64 {
 	return h.generation
 }
 
+// heldPartition is one shard's hold.
+type heldPartition struct {
+	since       time.Time
+	home, epoch string
+}
+
 func newHolds() *holds {
-	return &holds{held: map[string]time.Time{}, releasedIn: map[string]string{}, released: make(chan struct{})}
+	return &holds{held: map[string]heldPartition{}, releasedIn: map[string]string{}, released: make(chan struct{})}
 }
 
 // isHeld reports whether shard's copies from the peer are held.
@@ -77,11 +83,17 @@ func (h *holds) isHeld(shard string) bool {
 	return ok
 }
 
-// anyHeld reports whether any partition of the peer is held.
-func (h *holds) anyHeld() bool {
+// anyHeld reports whether any partition of home taken from the peer is
+// held.
+func (h *holds) anyHeld(home string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.held) > 0
+	for _, hp := range h.held {
+		if hp.home == home {
+			return true
+		}
+	}
+	return false
 }
 
 // releasedChan is closed at the next release.
@@ -91,39 +103,39 @@ func (h *holds) releasedChan() <-chan struct{} {
 	return h.released
 }
 
-// hold holds the partitions of shards, waiting for epoch.
-func (h *holds) hold(ctx context.Context, peer, epoch string, shards []string) {
+// hold holds the partitions of shards, homed at home, waiting for epoch.
+func (h *holds) hold(ctx context.Context, peer, home, epoch string, shards []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.epoch != epoch {
-		// A newer change of epoch: every partition waits for this one.
-		h.epoch = epoch
-	}
 	now := time.Now()
 	for _, s := range shards {
 		if h.releasedIn[s] == epoch {
 			continue
 		}
-		if _, ok := h.held[s]; !ok {
-			h.held[s] = now
+		if hp, ok := h.held[s]; !ok {
+			h.held[s] = heldPartition{since: now, home: home, epoch: epoch}
 			klog.FromContext(ctx).Info("Holding the copies of a partition whose home changed epoch, until the shard converges there again",
-				"peer", peer, "shard", s, "homeEpoch", epoch)
+				"peer", peer, "home", home, "shard", s, "homeEpoch", epoch)
 			heldPartitions.WithLabelValues(peer).Inc()
+		} else if hp.epoch != epoch {
+			// A newer change of epoch: the partition waits for this one.
+			hp.epoch = epoch
+			h.held[s] = hp
 		}
 	}
 }
 
-// holdHome holds every partition known to be homed at the peer, and
-// shards, after the peer was found answering in epoch while copies here
-// came from another.
-func (p *source) holdHome(ctx context.Context, m *Mirror, epoch string, shards ...string) {
+// holdHome holds every partition known to be homed at home (the peer
+// itself, or a home it relays), and shards, after home was found answering
+// in epoch while copies here came from another.
+func (p *source) holdHome(ctx context.Context, m *Mirror, home, epoch string, shards ...string) {
 	claims, _ := m.homes.Known()
 	for _, c := range claims {
-		if c.Home == p.Name {
+		if c.Home == home {
 			shards = append(shards, c.Shard)
 		}
 	}
-	p.holds.hold(ctx, p.Name, epoch, shards)
+	p.holds.hold(ctx, p.Name, home, epoch, shards)
 }
 
 // releaseLoop releases held partitions whose shard converged at the peer in
@@ -143,26 +155,27 @@ func (p *source) releaseLoop(ctx context.Context, local *client.ClusterClient) {
 
 func (p *source) releaseConverged(ctx context.Context, local *client.ClusterClient) {
 	p.holds.mu.Lock()
-	epoch := p.holds.epoch
 	shards := make([]string, 0, len(p.holds.held))
-	since := map[string]time.Time{}
-	for s, t := range p.holds.held {
+	held := map[string]heldPartition{}
+	for s, hp := range p.holds.held {
 		shards = append(shards, s)
-		since[s] = t
+		held[s] = hp
 	}
 	p.holds.mu.Unlock()
 	sort.Strings(shards)
 	var release []string
 	for _, shard := range shards {
-		converged, err := p.convergedIn(ctx, shard, epoch)
+		// A relay serves the shard's heartbeat and objects as the home
+		// holds them: the same questions work through it.
+		converged, err := p.convergedIn(ctx, shard, held[shard].epoch)
 		switch {
 		case err != nil:
 			klog.FromContext(ctx).V(2).Info("Could not read a held partition's heartbeat at its home", "peer", p.Name, "shard", shard, "err", err)
 		case converged:
 			release = append(release, shard)
-		case p.wholeByOrigin(ctx, local, shard):
+		case p.wholeByOrigin(ctx, local, shard, held[shard].home):
 			release = append(release, shard)
-		case time.Since(since[shard]) > restoredHoldTimeout:
+		case time.Since(held[shard].since) > restoredHoldTimeout:
 			klog.FromContext(ctx).Info("Releasing a held partition without its shard's confirmation: the hold timed out",
 				"peer", p.Name, "shard", shard, "timeout", restoredHoldTimeout)
 			release = append(release, shard)
@@ -172,12 +185,16 @@ func (p *source) releaseConverged(ctx context.Context, local *client.ClusterClie
 		return
 	}
 	p.holds.mu.Lock()
-	if p.holds.epoch == epoch {
-		for _, s := range release {
+	var released []string
+	for _, s := range release {
+		if hp, ok := p.holds.held[s]; ok && hp.epoch == held[s].epoch {
 			delete(p.holds.held, s)
-			p.holds.releasedIn[s] = epoch
+			p.holds.releasedIn[s] = hp.epoch
 			heldPartitions.WithLabelValues(p.Name).Dec()
+			released = append(released, s)
 		}
+	}
+	if len(released) > 0 {
 		close(p.holds.released)
 		p.holds.released = make(chan struct{})
 		p.holds.generation++
@@ -192,14 +209,16 @@ func (p *source) releaseConverged(ctx context.Context, local *client.ClusterClie
 		p.mu.Unlock()
 	}
 	p.holds.mu.Unlock()
-	klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.Name, "shards", release, "homeEpoch", epoch)
+	if len(released) > 0 {
+		klog.FromContext(ctx).Info("Released partitions whose shard converged at its home again", "peer", p.Name, "shards", released)
+	}
 }
 
 // wholeByOrigin reports whether shard's partition is whole again at the
 // peer by the origins its copies record (originconvergence.go), logging why
 // not.
-func (p *source) wholeByOrigin(ctx context.Context, local *client.ClusterClient, shard string) bool {
-	whole, why, err := p.wholeAtHome(ctx, local, shard)
+func (p *source) wholeByOrigin(ctx context.Context, local *client.ClusterClient, shard, home string) bool {
+	whole, why, err := p.wholeAtHome(ctx, local, shard, home)
 	switch {
 	case err != nil:
 		klog.FromContext(ctx).V(2).Info("Could not compare a held partition with its home", "peer", p.Name, "shard", shard, "err", err)

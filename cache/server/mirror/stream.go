@@ -81,6 +81,14 @@ type stream struct {
 	// pending. A shard whose home moved to the peer is in no state of the
 	// peer's that this cache reflects until it listed the peer again.
 	pendingList int64
+	// relayed is what the stream knows of each home the peer relays
+	// (relay.go), and followed the relayed homes whose objects it takes:
+	// those the peer confirmed before the stream's last list. epochs are
+	// the followed homes' epochs as that confirmation named them; only the
+	// stream's goroutine uses it.
+	relayed  map[string]*relayState
+	followed map[string]bool
+	epochs   map[string]string
 }
 
 // releasePending reports whether the stream waits for a list after a
@@ -109,7 +117,8 @@ func (s *stream) needRelist(gen int64) {
 }
 
 func newStream(m *Mirror, p *source, gvr schema.GroupVersionResource) *stream {
-	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{}), changed: map[string]int64{}}
+	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{}), changed: map[string]int64{},
+		relayed: map[string]*relayState{}, followed: map[string]bool{}, epochs: map[string]string{}}
 }
 
 // state returns what the stream has applied and when it was confirmed.
@@ -230,14 +239,70 @@ func (s *stream) confirmLoop(ctx context.Context) {
 		}
 		asked := time.Now()
 		actx, cancel := context.WithTimeout(ctx, confirmInterval)
-		ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, gr)
+		ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, s.peer.Name, gr)
 		if err == nil {
 			if _, ok := s.waitApplied(actx, ans.Revision, ans.Epoch); ok {
 				s.confirmAt(asked)
 			}
 		}
 		cancel()
+		// Each relayed home is asked along its path: its copy here is
+		// confirmed by the home, never by the relay alone.
+		for _, home := range s.m.homes.RoutedVia(s.peer.Name) {
+			if !s.isFollowed(home) {
+				continue
+			}
+			asked := time.Now()
+			actx, cancel := context.WithTimeout(ctx, confirmInterval)
+			ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, home, gr)
+			if err == nil {
+				if _, ok := s.waitApplied(actx, ans.Revision, ans.Epoch); ok {
+					s.resolve(ans, asked, kcpcache.Wildcard)
+				}
+			}
+			cancel()
+		}
 	}
+}
+
+// isFollowed reports whether the stream takes home's objects (relay.go).
+func (s *stream) isFollowed(home string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.followed[home]
+}
+
+// relayRetry is how soon a stream lists again when its peer could not
+// confirm a home it relays before the last list (a hop down, a path just
+// switched to): the copies of that home here wait as they are till then.
+const relayRetry = 5 * time.Second
+
+// confirmRelayed asks the peer, before a list, for its revision of every
+// home it relays to this cache: the homes it confirmed are followed by the
+// list (their objects taken, and the copies it lacks deleted); the others
+// are left as they are. It returns whether some home was not confirmed.
+func (s *stream) confirmRelayed(ctx context.Context) (missing bool) {
+	gr := s.gvr.GroupResource()
+	epochs := map[string]string{}
+	for _, home := range s.m.homes.RoutedVia(s.peer.Name) {
+		actx, cancel := context.WithTimeout(ctx, s.m.cfg.FreshnessWait)
+		ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, home, gr)
+		cancel()
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("A relayed home is not confirmed through the peer: its copies stay as they are until the next list", "home", home, "err", err)
+			missing = true
+			continue
+		}
+		epochs[home] = ans.Relayed.HomeEpoch
+	}
+	s.epochs = epochs
+	s.mu.Lock()
+	s.followed = map[string]bool{}
+	for home := range epochs {
+		s.followed[home] = true
+	}
+	s.mu.Unlock()
+	return missing
 }
 
 // waitApplied waits until the stream has applied rev in epoch, or ctx ends.
@@ -310,6 +375,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	// (a shard's home moved to the peer just then, and the list skipped its
 	// objects) must end the watch that follows it, not be missed.
 	relist, listRequest := s.peer.relistChan()
+	relayMissing := s.confirmRelayed(ctx)
 	asked := time.Now()
 	list, err := res.List(ctx, metav1.ListOptions{Limit: listPageSize})
 	if err != nil {
@@ -332,6 +398,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	}
 	s.applyMu.Lock()
 	s.listed(rev, releaseGeneration, listRequest)
+	s.relayListed(rev, s.epochs)
 	s.advance(rev, epoch)
 	s.applyMu.Unlock()
 	s.confirmAt(asked)
@@ -355,7 +422,11 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 			w.Stop()
 			return true, nil
 		}
-		resourceVersion, err = s.follow(ctx, w, resourceVersion, relist)
+		var retry <-chan time.Time
+		if relayMissing {
+			retry = time.After(relayRetry)
+		}
+		resourceVersion, err = s.follow(ctx, w, resourceVersion, relist, retry)
 		w.Stop()
 		if errors.Is(err, errRelist) {
 			return true, nil
@@ -372,7 +443,7 @@ var errRelist = errors.New("list again")
 
 // follow applies the events of w and returns the resourceVersion to watch
 // from next.
-func (s *stream) follow(ctx context.Context, w watch.Interface, from string, relist <-chan struct{}) (string, error) {
+func (s *stream) follow(ctx context.Context, w watch.Interface, from string, relist <-chan struct{}, retry <-chan time.Time) (string, error) {
 	last := from
 	released := s.peer.holds.releasedChan()
 	for {
@@ -383,6 +454,9 @@ func (s *stream) follow(ctx context.Context, w watch.Interface, from string, rel
 			// Held partitions were released: list again to take them up.
 			return last, errRelist
 		case <-relist:
+			return last, errRelist
+		case <-retry:
+			// A relayed home was not confirmed before the list: try again.
 			return last, errRelist
 		case ev, ok := <-w.ResultChan():
 			if !ok {
@@ -425,6 +499,18 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 	if t == watch.Added || t == watch.Modified {
 		take, err = s.stillPeersShard(ctx, u)
 	}
+	shard := u.GetAnnotations()[kcpcache.AnnotationShard]
+	home, relayed := s.relayedHomeOf(shard)
+	if relayed && take && err == nil && t != watch.Deleted && t != watch.Bookmark {
+		if epoch := u.GetAnnotations()[kcpcache.AnnotationHomeEpoch]; epoch != "" && s.epochs[home] != "" && epoch != s.epochs[home] {
+			// The relay holds copies of another epoch of the home now:
+			// the home lost or went back in its data. Hold its
+			// partitions here too before taking anything of the new
+			// epoch (restored.go); a list after the release follows it.
+			s.peer.holdHome(ctx, s.m, home, epoch)
+			take = false
+		}
+	}
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	switch {
@@ -441,7 +527,12 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 		s.setMixed()
 		return err
 	}
-	if shard := u.GetAnnotations()[kcpcache.AnnotationShard]; t != watch.Bookmark && !s.peer.holds.isHeld(shard) {
+	switch {
+	case t == watch.Bookmark || s.peer.holds.isHeld(shard):
+	case relayed && take:
+		homeRev, _ := strconv.ParseInt(u.GetAnnotations()[kcpcache.AnnotationHomeResourceVersion], 10, 64)
+		s.relayChanged(home, shard, u.GetAnnotations()[kcpcache.AnnotationHomeEpoch], rev, homeRev, t == watch.Deleted)
+	case !relayed:
 		s.changedAt(shard, rev)
 	}
 	epoch, _ := s.peer.Client().Epochs().Current()

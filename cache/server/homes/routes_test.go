@@ -1,0 +1,117 @@
+package homes_test
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+)
+
+func route(path ...string) kcpcache.Route {
+	return kcpcache.Route{Home: path[len(path)-1], Path: path}
+}
+
+// offered returns the homes a table offers onward, with their paths.
+func offeredPaths(ans kcpcache.HomesAnswer) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range ans.Routes {
+		out[r.Home] = r.Path
+	}
+	return out
+}
+
+// TestRoutesTakeTheShortestPathThatAvoidsThisCache: east peers north and
+// west. A home is taken from the peer with the shortest path to it that
+// does not name east; a path through east is never taken (a loop); a
+// withdrawn path keeps its peer until another live one appears, and then
+// the table says so to the mirror.
+func TestRoutesTakeTheShortestPathThatAvoidsThisCache(t *testing.T) {
+	ctx := context.Background()
+	table, _ := newTable(t, tableConfig{peers: map[string]peerSpec{
+		"west": {routes: [][]kcpcache.Route{
+			{route("west", "south"), route("west", "east", "north", "far")},
+			{},
+		}},
+		"north": {routes: [][]kcpcache.Route{
+			{route("north", "x", "south"), route("north", "far")},
+			{route("north", "x", "south"), route("north", "far")},
+			{route("north", "south"), route("north", "far")},
+		}},
+	}})
+	var mu sync.Mutex
+	var changes []string
+	table.OnRouteChange(func(_ context.Context, home, from, to string) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, home+":"+from+"->"+to)
+	})
+
+	table.AskPeers(ctx, "")
+	for home, want := range map[string]string{"south": "west", "far": "north", "west": "west", "north": "north"} {
+		if via, live, ok := table.Via(home); !ok || !live || via != want {
+			t.Errorf("home %s: via %q (live %v, known %v), want %q, live", home, via, live, ok, want)
+		}
+	}
+	if got, want := table.Path("south"), []string{"east", "west", "south"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("path to south %v, want %v", got, want)
+	}
+	if _, _, ok := table.Via("nowhere"); ok {
+		t.Error("a home nobody offers has an upstream")
+	}
+	if got, want := offeredPaths(table.Answer("")), map[string][]string{
+		"east": {"east"}, "south": {"east", "west", "south"}, "far": {"east", "north", "far"},
+		"west": {"east", "west"}, "north": {"east", "north"},
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("offered %v, want %v", got, want)
+	}
+
+	// West withdraws south; north's path is longer but the only live one:
+	// taken.
+	table.AskPeers(ctx, "")
+	if via, live, _ := table.Via("south"); via != "north" || !live {
+		t.Errorf("south after west withdrew it: via %q live %v, want north, live", via, live)
+	}
+	// North's path gets shorter: still north, and no change is told.
+	table.AskPeers(ctx, "")
+	if got, want := table.Path("south"), []string{"east", "north", "south"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("path to south %v, want %v", got, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// The first routes (from no upstream) are told too; of south's
+	// changes after them, exactly the switch to north.
+	var south []string
+	for _, c := range changes {
+		if c != "south:->west" && len(c) > 6 && c[:6] == "south:" {
+			south = append(south, c)
+		}
+	}
+	if want := []string{"south:west->north"}; !reflect.DeepEqual(south, want) {
+		t.Errorf("south's route changes %v (all: %v), want %v", south, changes, want)
+	}
+}
+
+// TestRoutesKeepTheLastPeerWhenNoPathIsLive: a peer whose table stops
+// answering offers nothing live after its routes' lifetime; the home keeps
+// its last upstream (its copies stay), marked not live, and is no longer
+// offered onward.
+func TestRoutesKeepTheLastPeerWhenNoPathIsLive(t *testing.T) {
+	ctx := context.Background()
+	table, _ := newTable(t, tableConfig{peers: map[string]peerSpec{
+		"west": {routes: [][]kcpcache.Route{{route("west", "south")}, {}}},
+	}})
+	table.AskPeers(ctx, "")
+	if via, live, _ := table.Via("south"); via != "west" || !live {
+		t.Fatalf("south: via %q live %v, want west, live", via, live)
+	}
+	table.AskPeers(ctx, "")
+	via, live, ok := table.Via("south")
+	if !ok || via != "west" || live {
+		t.Errorf("south after west withdrew it: via %q live %v known %v, want west, not live", via, live, ok)
+	}
+	if _, offered := offeredPaths(table.Answer(""))["south"]; offered {
+		t.Error("a home without a live path is offered onward")
+	}
+}
