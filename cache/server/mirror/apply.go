@@ -361,13 +361,19 @@ func (s *stream) stillPeersShard(ctx context.Context, u *unstructured.Unstructur
 		return true, nil
 	}
 	shard := keyOf(u).shard
+	if isHomeObject(u) {
+		return true, nil
+	}
+	// A copy at the peer: of a home it relays (its claim may not be known
+	// here yet: a shard that just started writing), or of a shard the
+	// peer adopted.
+	if err := s.m.homes.LearnFromPeer(ctx, s.peer.Name, shard); err != nil {
+		return false, err
+	}
 	home, ok := s.homeVia(shard)
 	if ok && home != s.peer.Name {
 		// A copy the peer relays: the route says whose it is.
 		return s.takesRelayed(u, home), nil
-	}
-	if isHomeObject(u) {
-		return true, nil
 	}
 	if !ok {
 		return false, nil

@@ -294,6 +294,12 @@ func (m *Mirror) confirmType(ctx context.Context, t target, shard string, gr sch
 		nf.Reason, nf.Want, nf.Have = ReasonMirrorBehind, ans.Revision, applied
 		return kcpcache.HomeRevision{}, nf
 	}
+	if t.relayed() && !s.isFollowed(t.home) {
+		// The stream has not listed the home through this peer since the
+		// peer confirmed it (relay.go): the copy here is as it was.
+		nf.Reason, nf.Err = ReasonMirrorBehind, fmt.Errorf("this cache has not listed it through %q yet", p.Name)
+		return kcpcache.HomeRevision{}, nf
+	}
 	// The stream may have listed in a new epoch of the home while this
 	// read waited, and held the partition then: the wait proves nothing.
 	if t.isHeld(shard) {
