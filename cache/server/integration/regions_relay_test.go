@@ -1,0 +1,564 @@
+package integration_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
+	"github.com/kcp-cache/kcp-cache/cache/server/homes"
+)
+
+// What relays add to the API, spelled out here until the names exist in
+// package cache and mirror: kcpcache.AnnotationHomePath,
+// mirror.ReasonHomeNoRoute and kcpcache.Route (HomesAnswer.Routes).
+const (
+	annotationHomePath = "cache.kcp.io/home-path"
+	reasonHomeNoRoute  = "HomeNoRoute"
+)
+
+// relayRoute is one entry of a homes table's routes: the path (the
+// answering cache first, the home last) by which the cache holds the
+// home's partitions.
+type relayRoute struct {
+	Home  string   `json:"home"`
+	Path  []string `json:"path"`
+	Epoch string   `json:"epoch"`
+}
+
+// routes reads r's homes table as its admin and returns its routes by home.
+func (r *region) routes(ctx context.Context) (map[string]relayRoute, error) {
+	cfg := r.srv.Config()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := newRequest(ctx, http.MethodGet, cfg.Host+kcpcache.HomesPath, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s's homes table: %s: %s", r.name, resp.Status, body)
+	}
+	var ans struct {
+		Routes []relayRoute `json:"routes"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, fmt.Errorf("%s's homes table %s: %w", r.name, body, err)
+	}
+	out := map[string]relayRoute{}
+	for _, route := range ans.Routes {
+		out[route.Home] = route
+	}
+	return out, nil
+}
+
+// partitionRead is what one list of a shard's partition answered: its
+// objects (with their copy bookkeeping) and headers, or the error.
+type partitionRead struct {
+	items  []unstructured.Unstructured
+	header http.Header
+	err    error
+}
+
+// read lists shard's partition at r (every shard with kcpcache.Wildcard)
+// as its admin, with the copies' bookkeeping: consistently with
+// resourceVersion "", the local copy with "0". It does not fail the test,
+// so that samplers may call it.
+func (r *region) read(ctx context.Context, shard, resourceVersion string) partitionRead {
+	var out partitionRead
+	cfg := r.srv.ScopedConfig(shard, kcpcache.Wildcard)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			req = req.Clone(req.Context())
+			req.Header.Set(kcpcache.CopyBookkeepingHeader, "keep")
+			resp, err := rt.RoundTrip(req)
+			if resp != nil {
+				out.header = resp.Header
+			}
+			return resp, err
+		})
+	})
+	c, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		out.err = err
+		return out
+	}
+	list, err := c.Resource(apiExports).List(ctx, metav1.ListOptions{ResourceVersion: resourceVersion})
+	if err != nil {
+		out.err = err
+		return out
+	}
+	out.items = list.Items
+	return out
+}
+
+// relayGraph says who peers with whom: each cache's peers, both ways.
+type relayGraph map[string][]string
+
+// graphOf is the graph of the given edges.
+func graphOf(edges ...[2]string) relayGraph {
+	g := relayGraph{}
+	for _, e := range edges {
+		g[e[0]] = append(g[e[0]], e[1])
+		g[e[1]] = append(g[e[1]], e[0])
+	}
+	for _, peers := range g {
+		slices.Sort(peers)
+	}
+	return g
+}
+
+func (g relayGraph) peers(from, to string) bool { return slices.Contains(g[from], to) }
+
+// path is a shortest path from one cache to another, both included; nil
+// when there is none. In a chain, a star or a tree it is the only one.
+func (g relayGraph) path(from, to string) []string {
+	prev := map[string]string{from: ""}
+	for queue := []string{from}; len(queue) > 0; queue = queue[1:] {
+		if queue[0] == to {
+			break
+		}
+		for _, p := range g[queue[0]] {
+			if _, seen := prev[p]; !seen {
+				prev[p] = queue[0]
+				queue = append(queue, p)
+			}
+		}
+	}
+	if _, ok := prev[to]; !ok {
+		return nil
+	}
+	var out []string
+	for n := to; n != ""; n = prev[n] {
+		out = append([]string{n}, out...)
+	}
+	return out
+}
+
+// homePath is the home-path annotation of a copy held at the first cache
+// of path, which came along it: the home, then each relay back to that
+// cache, not the cache itself.
+func homePath(path []string) string {
+	back := slices.Clone(path[1:])
+	slices.Reverse(back)
+	return strings.Join(back, ",")
+}
+
+// relayNet is a set of caches peering along the edges of a graph.
+type relayNet struct {
+	g       relayGraph
+	names   []string
+	regions map[string]*region
+}
+
+// startRelayNet starts a cache per name, each peering only with its
+// neighbours in g.
+func startRelayNet(t *testing.T, ctx context.Context, g relayGraph, names ...string) *relayNet {
+	t.Helper()
+	for _, name := range names {
+		if len(g[name]) == 0 {
+			t.Fatalf("cache %s has no peer in the graph %v", name, g)
+		}
+	}
+	return &relayNet{g: g, names: names, regions: startRegionsWith(t, ctx, nil, g.peers, names...)}
+}
+
+// relayShard is a shard's partition as its home acknowledged it.
+type relayShard struct {
+	name string
+	home *region
+	// rvs are the resourceVersions of its objects at the home, by name.
+	rvs map[string]string
+}
+
+// writeShard writes objects of a new shard at its home.
+func writeShard(ctx context.Context, t *testing.T, home *region, shard string, names ...string) *relayShard {
+	t.Helper()
+	s := &relayShard{name: shard, home: home, rvs: map[string]string{}}
+	for _, name := range names {
+		s.create(ctx, t, name)
+	}
+	return s
+}
+
+// create writes one more object of the shard at its home.
+func (s *relayShard) create(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	obj, err := s.home.shard(t, s.name).Create(ctx, apiExport(name, map[string]interface{}{"home": s.home.name}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("shard %s writing %s at its home %s: %v", s.name, name, s.home.name, err)
+	}
+	s.rvs[name] = obj.GetResourceVersion()
+}
+
+// partitions are the shard's objects as partitionsOf renders them.
+func (s *relayShard) partitions() []string {
+	out := make([]string, 0, len(s.rvs))
+	for name := range s.rvs {
+		out = append(out, s.name+"/root/"+name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkRelayed reads s at cache at, consistently and (at a cache other
+// than its home) stale, and says what is not as it should be: every object
+// the home acknowledged, the home (never a relay) named in the headers,
+// and on every copy the home's bookkeeping, with path as its home-path.
+func checkRelayed(ctx context.Context, at *region, s *relayShard, path string) error {
+	return checkServed(ctx, at, s, func(items []unstructured.Unstructured) error {
+		return checkBookkeeping(at, s, path, items)
+	})
+}
+
+// checkServed is checkRelayed with check for the objects of each read
+// instead of their bookkeeping; nil checks nothing more.
+func checkServed(ctx context.Context, at *region, s *relayShard, check func([]unstructured.Unstructured) error) error {
+	if check == nil {
+		check = func([]unstructured.Unstructured) error { return nil }
+	}
+	got := at.read(ctx, s.name, "")
+	if got.err != nil {
+		return fmt.Errorf("consistent read of %s at %s: %s", s.name, at.name, describe(got.err))
+	}
+	if names := partitionsOf(got.items); !slices.Equal(names, s.partitions()) {
+		return fmt.Errorf("consistent read of %s at %s: %v, want %v", s.name, at.name, names, s.partitions())
+	}
+	epoch := s.home.srv.Server().Epoch()
+	header := got.header.Get(kcpcache.HomeRevisionHeader)
+	entries, err := kcpcache.ParseHomeRevisions(header)
+	if err != nil || len(entries) != 1 || entries[0].Home != s.home.name || entries[0].Epoch != epoch {
+		return fmt.Errorf("consistent read of %s at %s: %s %q (%v), want one entry %s=%s/<revision>", s.name, at.name, kcpcache.HomeRevisionHeader, header, err, s.home.name, epoch)
+	}
+	if err := check(got.items); err != nil {
+		return fmt.Errorf("consistent read: %w", err)
+	}
+	if at == s.home {
+		return nil
+	}
+	got = at.read(ctx, s.name, "0")
+	if got.err != nil {
+		return fmt.Errorf("stale read of %s at %s: %s", s.name, at.name, describe(got.err))
+	}
+	if names := partitionsOf(got.items); !slices.Equal(names, s.partitions()) {
+		return fmt.Errorf("stale read of %s at %s: %v, want %v", s.name, at.name, names, s.partitions())
+	}
+	ages := got.header.Get(kcpcache.FreshnessAgeHeader)
+	if named := agesNamed(ages); !slices.Equal(named, []string{s.home.name}) {
+		return fmt.Errorf("stale read of %s at %s: %s %q, want one age, of %s", s.name, at.name, kcpcache.FreshnessAgeHeader, ages, s.home.name)
+	}
+	if header := got.header.Get(kcpcache.HomeRevisionHeader); header != "" {
+		entries, err := kcpcache.ParseHomeRevisions(header)
+		if err != nil || len(entries) != 1 || entries[0].Home != s.home.name || entries[0].Epoch != epoch {
+			return fmt.Errorf("stale read of %s at %s: %s %q (%v), want one entry %s=%s/<revision>", s.name, at.name, kcpcache.HomeRevisionHeader, header, err, s.home.name, epoch)
+		}
+	}
+	if err := check(got.items); err != nil {
+		return fmt.Errorf("stale read: %w", err)
+	}
+	return nil
+}
+
+// checkBookkeeping checks the objects of s read at cache at: the home's
+// own objects carry no copy bookkeeping; a copy names the home (never a
+// relay), the object's resourceVersion at the home, and the path it came
+// by.
+func checkBookkeeping(at *region, s *relayShard, path string, items []unstructured.Unstructured) error {
+	for _, u := range items {
+		a := u.GetAnnotations()
+		if at == s.home {
+			if a[kcpcache.AnnotationHome] != "" || a[annotationHomePath] != "" {
+				return fmt.Errorf("%s at its home %s has copy bookkeeping: home %q, home-path %q", u.GetName(), at.name, a[kcpcache.AnnotationHome], a[annotationHomePath])
+			}
+			continue
+		}
+		if a[kcpcache.AnnotationHome] != s.home.name || a[kcpcache.AnnotationHomeResourceVersion] != s.rvs[u.GetName()] || a[annotationHomePath] != path {
+			return fmt.Errorf("copy of %s/%s at %s: %s %q, %s %q, %s %q; want %q, %q (its resourceVersion at the home), %q",
+				s.name, u.GetName(), at.name,
+				kcpcache.AnnotationHome, a[kcpcache.AnnotationHome], kcpcache.AnnotationHomeResourceVersion, a[kcpcache.AnnotationHomeResourceVersion], annotationHomePath, a[annotationHomePath],
+				s.home.name, s.rvs[u.GetName()], path)
+		}
+	}
+	return nil
+}
+
+// agesNamed returns the names of a FreshnessAgeHeader value, sorted.
+func agesNamed(value string) []string {
+	var out []string
+	for _, part := range strings.Split(value, ",") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(part), "="); ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkWildcard reads every shard at cache at consistently: every object
+// of shards, the home-revision header naming each of their homes in its
+// epoch, and no other cache but at itself.
+func (n *relayNet) checkWildcard(ctx context.Context, at *region, shards ...*relayShard) error {
+	got := at.read(ctx, kcpcache.Wildcard, "")
+	if got.err != nil {
+		return fmt.Errorf("consistent read of every shard at %s: %s", at.name, describe(got.err))
+	}
+	var want []string
+	homesOf := map[string]bool{}
+	for _, s := range shards {
+		want = append(want, s.partitions()...)
+		homesOf[s.home.name] = true
+	}
+	slices.Sort(want)
+	if names := partitionsOf(got.items); !slices.Equal(names, want) {
+		return fmt.Errorf("consistent read of every shard at %s: %v, want %v", at.name, names, want)
+	}
+	header := got.header.Get(kcpcache.HomeRevisionHeader)
+	entries, err := kcpcache.ParseHomeRevisions(header)
+	if err != nil {
+		return fmt.Errorf("consistent read of every shard at %s: %s %q: %v", at.name, kcpcache.HomeRevisionHeader, header, err)
+	}
+	named := map[string]bool{}
+	for _, e := range entries {
+		r := n.regions[e.Home]
+		if r == nil || (!homesOf[e.Home] && r != at) || e.Epoch != r.srv.Server().Epoch() {
+			return fmt.Errorf("consistent read of every shard at %s: %s %q names %s=%s, which is neither a home (in its epoch) nor %s", at.name, kcpcache.HomeRevisionHeader, header, e.Home, e.Epoch, at.name)
+		}
+		named[e.Home] = true
+	}
+	for home := range homesOf {
+		if home != at.name && !named[home] {
+			return fmt.Errorf("consistent read of every shard at %s: %s %q does not name the home %s", at.name, kcpcache.HomeRevisionHeader, header, home)
+		}
+	}
+	return nil
+}
+
+// eventually is cachetest.Eventually that also reports f's last error
+// before the poll's deadline cut a request short.
+func eventually(t *testing.T, what string, f func(ctx context.Context) error) {
+	t.Helper()
+	eventuallyWithin(t, what, cachetest.DefaultTimeout, f)
+}
+
+// eventuallyWithin is eventually with its own timeout.
+func eventuallyWithin(t *testing.T, what string, timeout time.Duration, f func(ctx context.Context) error) {
+	t.Helper()
+	var last error
+	cachetest.EventuallyWithin(t, what, timeout, func(ctx context.Context) error {
+		err := f(ctx)
+		if err != nil && ctx.Err() != nil && last != nil {
+			return fmt.Errorf("%w (before the deadline: %v)", err, last)
+		}
+		last = err
+		return err
+	})
+}
+
+// waitRoutes waits until every cache's table offers a route to every other
+// cache along the graph's shortest path.
+func (n *relayNet) waitRoutes(t *testing.T) {
+	t.Helper()
+	for _, name := range n.names {
+		r := n.regions[name]
+		eventually(t, name+"'s table routes to every other cache along the graph", func(ctx context.Context) error {
+			routes, err := r.routes(ctx)
+			if err != nil {
+				return err
+			}
+			for _, home := range n.names {
+				if home == name {
+					continue
+				}
+				if want := n.g.path(name, home); !slices.Equal(routes[home].Path, want) {
+					return fmt.Errorf("route to %s: %+v, want path %v (all: %+v)", home, routes[home], want, routes)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// waitRelayed waits until every cache serves every shard, and every shard
+// at once (the wildcard), as checkServed and checkWildcard say; then until
+// every copy has its bookkeeping (checkRelayed), along the graph's
+// shortest path.
+func (n *relayNet) waitRelayed(t *testing.T, shards ...*relayShard) {
+	t.Helper()
+	for _, name := range n.names {
+		at := n.regions[name]
+		for _, s := range shards {
+			eventually(t, fmt.Sprintf("%s serves %s (homed at %s)", at.name, s.name, s.home.name), func(ctx context.Context) error {
+				return checkServed(ctx, at, s, nil)
+			})
+		}
+		eventually(t, at.name+" serves every shard", func(ctx context.Context) error {
+			return n.checkWildcard(ctx, at, shards...)
+		})
+	}
+	for _, name := range n.names {
+		at := n.regions[name]
+		for _, s := range shards {
+			path := n.g.path(at.name, s.home.name)
+			eventually(t, fmt.Sprintf("%s's copies of %s (homed at %s) say they came along %v", at.name, s.name, s.home.name, path), func(ctx context.Context) error {
+				return checkRelayed(ctx, at, s, homePath(path))
+			})
+		}
+	}
+}
+
+// wantWritesOnlyAtHome checks that the shard's writes are refused (403)
+// at every cache but its home.
+func (n *relayNet) wantWritesOnlyAtHome(ctx context.Context, t *testing.T, s *relayShard) {
+	t.Helper()
+	for _, name := range n.names {
+		r := n.regions[name]
+		if r == s.home {
+			continue
+		}
+		_, err := r.shard(t, s.name).Create(ctx, apiExport("stray-"+name, nil), metav1.CreateOptions{})
+		wantStatus(t, fmt.Sprintf("shard %s (homed at %s) writing at %s", s.name, s.home.name, name), err, http.StatusForbidden, "", "")
+	}
+}
+
+// describe is err with the causes of its Status, if it has any.
+func describe(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Details != nil && len(status.Status().Details.Causes) > 0 {
+		return fmt.Sprintf("%v (causes %+v)", err, status.Status().Details.Causes)
+	}
+	return fmt.Sprint(err)
+}
+
+// refusedWith says whether err is a 503 with a cause of reason whose field
+// is field and whose message contains message; nil when it is.
+func refusedWith(err error, reason, field, message string) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Code != http.StatusServiceUnavailable {
+		return fmt.Errorf("got %v, want 503", err)
+	}
+	if d := status.Status().Details; d != nil {
+		for _, c := range d.Causes {
+			if string(c.Type) == reason && c.Field == field && strings.Contains(c.Message, message) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%v: causes %+v, want one %s naming %q with %q in its message", err, status.Status().Details, reason, field, message)
+}
+
+// waitRefused waits until a consistent read of shard at cache at answers
+// 503 with a cause as refusedWith says; a 200 with fewer than want objects
+// on the way fails the test (a consistent read never answers less than
+// the home holds).
+func waitRefused(t *testing.T, at *region, shard string, want int, reason, field, message string) {
+	t.Helper()
+	var short string
+	eventually(t, fmt.Sprintf("%s refuses consistent reads of %s with %s naming %s (%q)", at.name, shard, reason, field, message), func(ctx context.Context) error {
+		got := at.read(ctx, shard, "")
+		if got.err == nil {
+			if len(got.items) < want {
+				short = fmt.Sprintf("a consistent read of %s at %s answered 200 with %d objects, want %d: %v", shard, at.name, len(got.items), want, partitionsOf(got.items))
+				return nil
+			}
+			return fmt.Errorf("answered 200 with its %d objects", len(got.items))
+		}
+		return refusedWith(got.err, reason, field, message)
+	})
+	if short != "" {
+		t.Fatal(short)
+	}
+}
+
+// wantStale checks that a stale read of s at cache at answers 200 with
+// every object the home acknowledged, its age naming the home.
+func wantStale(ctx context.Context, t *testing.T, at *region, s *relayShard) {
+	t.Helper()
+	got := at.read(ctx, s.name, "0")
+	if got.err != nil {
+		t.Fatalf("stale read of %s at %s: %v", s.name, at.name, got.err)
+	}
+	if names := partitionsOf(got.items); !slices.Equal(names, s.partitions()) {
+		t.Fatalf("stale read of %s at %s: %v, want %v", s.name, at.name, names, s.partitions())
+	}
+	if ages := got.header.Get(kcpcache.FreshnessAgeHeader); !slices.Equal(agesNamed(ages), []string{s.home.name}) {
+		t.Fatalf("stale read of %s at %s: %s %q, want one age, of %s", s.name, at.name, kcpcache.FreshnessAgeHeader, ages, s.home.name)
+	}
+}
+
+// TestRelayChainOfThree: east peers west, west peers south; east and south
+// do not peer. West relays: every cache serves every shard consistently,
+// the headers naming the home, and a copy at east of south's shard says it
+// came from south through west. When west is lost east keeps its copies
+// (stale reads have every object) and refuses consistent reads naming the
+// failed hop east->west; when south is lost, east names west->south.
+func TestRelayChainOfThree(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
+	ctx := testContext(t)
+	n := startRelayNet(t, ctx, graphOf([2]string{"east", "west"}, [2]string{"west", "south"}), "east", "west", "south")
+	east, west, south := n.regions["east"], n.regions["west"], n.regions["south"]
+	var shards []*relayShard
+	for _, r := range []*region{east, west, south} {
+		shards = append(shards, writeShard(ctx, t, r, "shard-"+r.name, "one", "two", "three"))
+	}
+	shardEast, shardSouth := shards[0], shards[2]
+	n.waitRelayed(t, shards...)
+	n.waitRoutes(t)
+	// The path is recorded as the brief says it: spelled out once, not
+	// only derived from the graph.
+	if err := checkRelayed(ctx, east, shardSouth, "south,west"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range shards {
+		n.wantWritesOnlyAtHome(ctx, t, s)
+	}
+
+	// West, the relay, is lost: east and south keep their copies of each
+	// other's shard, and refuse consistent reads naming the hop that failed.
+	west.stop(t)
+	waitRefused(t, east, shardSouth.name, len(shardSouth.rvs), homes.ReasonHomeUnreachable, "south", "east->west")
+	waitRefused(t, south, shardEast.name, len(shardEast.rvs), homes.ReasonHomeUnreachable, "east", "south->west")
+	wantStale(ctx, t, east, shardSouth)
+	wantStale(ctx, t, south, shardEast)
+	// Each one's own shard is still read consistently at its home.
+	for _, s := range []*relayShard{shardEast, shardSouth} {
+		if err := checkRelayed(ctx, s.home, s, ""); err != nil {
+			t.Fatalf("with west lost: %v", err)
+		}
+	}
+
+	// West returns: everything is relayed again.
+	west.start(t, ctx)
+	n.waitRelayed(t, shards...)
+
+	// South, the home, is lost: east's refusal names the hop beyond west.
+	south.stop(t)
+	waitRefused(t, east, shardSouth.name, len(shardSouth.rvs), homes.ReasonHomeUnreachable, "south", "west->south")
+	wantStale(ctx, t, east, shardSouth)
+	wantStale(ctx, t, west, shardSouth)
+	if err := checkRelayed(ctx, east, shardEast, ""); err != nil {
+		t.Fatalf("with south lost: %v", err)
+	}
+}
