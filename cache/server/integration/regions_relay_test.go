@@ -562,3 +562,109 @@ func TestRelayChainOfThree(t *testing.T) {
 		t.Fatalf("with south lost: %v", err)
 	}
 }
+
+// wantSeenNow checks, right after s's home acknowledged a write, that a
+// consistent read of s at cache at answers 200 with it (and every other
+// object), as checkRelayed says along path.
+func wantSeenNow(ctx context.Context, t *testing.T, at *region, s *relayShard, path string) {
+	t.Helper()
+	if err := checkRelayed(ctx, at, s, path); err != nil {
+		t.Fatalf("right after the home acknowledged a write: %v", err)
+	}
+}
+
+// wantSeenSoon checks, right after s's home acknowledged a write, that a
+// consistent read of s at cache at never answers 200 without it: at once
+// 200 with every object, or 503 (the mirror is behind) until it does.
+func wantSeenSoon(t *testing.T, at *region, s *relayShard) {
+	t.Helper()
+	var short string
+	eventually(t, fmt.Sprintf("%s serves %s with its home's last write", at.name, s.name), func(ctx context.Context) error {
+		got := at.read(ctx, s.name, "")
+		if got.err != nil {
+			if !apierrors.IsServiceUnavailable(got.err) {
+				return fmt.Errorf("consistent read of %s at %s: %s", s.name, at.name, describe(got.err))
+			}
+			return fmt.Errorf("consistent read of %s at %s: %s (a 503 is allowed while the mirror catches up)", s.name, at.name, describe(got.err))
+		}
+		if names := partitionsOf(got.items); !slices.Equal(names, s.partitions()) {
+			short = fmt.Sprintf("a consistent read of %s at %s after the home acknowledged a write answered 200 with %v, want %v", s.name, at.name, names, s.partitions())
+		}
+		return nil
+	})
+	if short != "" {
+		t.Fatal(short)
+	}
+}
+
+// TestRelayStar: leaf-1, leaf-2 and leaf-3 each peer only with root, which
+// relays: every leaf serves every other leaf's shard consistently, and a
+// write at a leaf is in a consistent read at every other leaf as soon as
+// the leaf has acknowledged it.
+func TestRelayStar(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
+	ctx := testContext(t)
+	leaves := []string{"leaf-1", "leaf-2", "leaf-3"}
+	var edges [][2]string
+	for _, leaf := range leaves {
+		edges = append(edges, [2]string{"root", leaf})
+	}
+	n := startRelayNet(t, ctx, graphOf(edges...), append([]string{"root"}, leaves...)...)
+	var shards []*relayShard
+	for _, leaf := range leaves {
+		shards = append(shards, writeShard(ctx, t, n.regions[leaf], "shard-"+leaf, "one", "two"))
+	}
+	// root holds no shard: no header of a leaf may name it.
+	n.waitRelayed(t, shards...)
+	n.waitRoutes(t)
+	for _, s := range shards {
+		n.wantWritesOnlyAtHome(ctx, t, s)
+	}
+	for _, s := range shards {
+		s.create(ctx, t, "late")
+		for _, name := range n.names {
+			if at := n.regions[name]; at != s.home {
+				wantSeenNow(ctx, t, at, s, homePath(n.g.path(name, s.home.name)))
+			}
+		}
+	}
+}
+
+// TestRelayTreeOfTwoLevels: global; region-a and region-b peer with it;
+// zone-a1 and zone-a2 with region-a, zone-b1 and zone-b2 with region-b.
+// Every cache serves every zone's shard consistently, each through the
+// only path there is, and a write at zone-a1 reaches zone-b2, four hops
+// away, confirmed with zone-a1.
+func TestRelayTreeOfTwoLevels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
+	ctx := testContext(t)
+	g := graphOf(
+		[2]string{"global", "region-a"}, [2]string{"global", "region-b"},
+		[2]string{"region-a", "zone-a1"}, [2]string{"region-a", "zone-a2"},
+		[2]string{"region-b", "zone-b1"}, [2]string{"region-b", "zone-b2"},
+	)
+	zones := []string{"zone-a1", "zone-a2", "zone-b1", "zone-b2"}
+	n := startRelayNet(t, ctx, g, append([]string{"global", "region-a", "region-b"}, zones...)...)
+	var shards []*relayShard
+	for _, zone := range zones {
+		shards = append(shards, writeShard(ctx, t, n.regions[zone], "shard-"+zone, "one", "two"))
+	}
+	n.waitRelayed(t, shards...)
+	n.waitRoutes(t)
+	shardA1 := shards[0]
+	n.wantWritesOnlyAtHome(ctx, t, shardA1)
+
+	zoneB2 := n.regions["zone-b2"]
+	if path := n.g.path("zone-b2", "zone-a1"); len(path) != 5 {
+		t.Fatalf("the path from zone-b2 to zone-a1 is %v: not four hops", path)
+	}
+	shardA1.create(ctx, t, "late")
+	wantSeenSoon(t, zoneB2, shardA1)
+	if err := checkRelayed(ctx, zoneB2, shardA1, "zone-a1,region-a,global,region-b"); err != nil {
+		t.Fatal(err)
+	}
+}
