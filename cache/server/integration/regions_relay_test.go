@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -667,4 +669,254 @@ func TestRelayTreeOfTwoLevels(t *testing.T) {
 	if err := checkRelayed(ctx, zoneB2, shardA1, "zone-a1,region-a,global,region-b"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRelayRingSwitchesPath: a ring a-b-c-d-a, shard-c's objects at c. a
+// takes them through b or d (its table says which); that relay is lost.
+// a switches to the other path: consistent reads at a answer again within
+// 30 s, and meanwhile stale reads at a (every 100 ms) always answer with
+// every object and a watch at a sees no DELETED. A write at c then reaches
+// a through the other relay.
+func TestRelayRingSwitchesPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
+	ctx := testContext(t)
+	n := startRelayNet(t, ctx, graphOf([2]string{"a", "b"}, [2]string{"b", "c"}, [2]string{"c", "d"}, [2]string{"d", "a"}), "a", "b", "c", "d")
+	a, c := n.regions["a"], n.regions["c"]
+	const objects = 20
+	var names []string
+	for i := range objects {
+		names = append(names, fmt.Sprintf("export-%02d", i))
+	}
+	s := writeShard(ctx, t, c, "shard-c", names...)
+	var relay string
+	eventually(t, "a's table routes to c through b or d", func(ctx context.Context) error {
+		routes, err := a.routes(ctx)
+		if err != nil {
+			return err
+		}
+		p := routes["c"].Path
+		if len(p) != 3 || p[0] != "a" || p[2] != "c" || (p[1] != "b" && p[1] != "d") {
+			return fmt.Errorf("route to c: %+v, want a path a,b,c or a,d,c", routes["c"])
+		}
+		relay = p[1]
+		return nil
+	})
+	other := map[string]string{"b": "d", "d": "b"}[relay]
+	eventually(t, "a serves shard-c through "+relay, func(ctx context.Context) error {
+		return checkRelayed(ctx, a, s, "c,"+relay)
+	})
+	t.Logf("a takes shard-c through %s; %s is stopped, %s is the other path", relay, relay, other)
+
+	// The sampler and the watch run from here until the write after the
+	// switch has reached a.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var (
+		mu                     sync.Mutex
+		answered               int
+		fewer, failed, deleted []string
+		watchErrors            []string
+		wg                     sync.WaitGroup
+	)
+	start := time.Now()
+	wg.Go(func() {
+		ticker := time.NewTicker(100 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			rctx, cancel := context.WithTimeout(sampleCtx, 10*time.Second)
+			got := a.read(rctx, s.name, "0")
+			cancel()
+			if sampleCtx.Err() != nil {
+				return
+			}
+			mu.Lock()
+			switch {
+			case got.err != nil:
+				failed = append(failed, fmt.Sprintf("%v: %s", time.Since(start), describe(got.err)))
+			case len(got.items) < objects:
+				fewer = append(fewer, fmt.Sprintf("%v: %d objects: %v", time.Since(start), len(got.items), partitionsOf(got.items)))
+			default:
+				answered++
+			}
+			mu.Unlock()
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-ticker.C:
+			}
+		}
+	})
+	res := dyn(t, a.srv, s.name, kcpcache.Wildcard).Resource(apiExports)
+	list, err := res.List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil || len(list.Items) != objects {
+		t.Fatalf("stale list of shard-c at a before the stop: %v, %v", list, err)
+	}
+	timeout := int64(600)
+	w, err := res.Watch(sampleCtx, metav1.ListOptions{ResourceVersion: list.GetResourceVersion(), TimeoutSeconds: &timeout})
+	if err != nil {
+		t.Fatalf("watching shard-c at a: %v", err)
+	}
+	const late = "after-the-switch"
+	lateAdded := make(chan struct{})
+	wg.Go(func() {
+		from := list.GetResourceVersion()
+		added := false
+		for current := w; ; {
+			for ev := range current.ResultChan() {
+				if ev.Type == watch.Error {
+					if sampleCtx.Err() != nil {
+						// The end of the watch, not a failure.
+						return
+					}
+					mu.Lock()
+					watchErrors = append(watchErrors, fmt.Sprintf("%v: %v", time.Since(start), apierrors.FromObject(ev.Object)))
+					mu.Unlock()
+					current.Stop()
+					return
+				}
+				m, err := metaOf(ev.Object)
+				if err != nil {
+					continue
+				}
+				if m.GetResourceVersion() != "" {
+					from = m.GetResourceVersion()
+				}
+				switch {
+				case ev.Type == watch.Deleted:
+					mu.Lock()
+					deleted = append(deleted, fmt.Sprintf("%s after %v", m.GetName(), time.Since(start)))
+					mu.Unlock()
+				case ev.Type == watch.Added && m.GetName() == late && !added:
+					added = true
+					close(lateAdded)
+				}
+			}
+			current.Stop()
+			if sampleCtx.Err() != nil {
+				return
+			}
+			// The server ended the watch (its timeout): resume where it
+			// was.
+			next, err := res.Watch(sampleCtx, metav1.ListOptions{ResourceVersion: from, TimeoutSeconds: &timeout})
+			if err != nil {
+				if sampleCtx.Err() == nil {
+					mu.Lock()
+					watchErrors = append(watchErrors, fmt.Sprintf("%v: resuming from %s: %v", time.Since(start), from, err))
+					mu.Unlock()
+				}
+				return
+			}
+			current = next
+		}
+	})
+	// Judged however the test ends.
+	defer func() {
+		// Enough samples to judge, however fast the switch was.
+		_ = cachetest.PollWithin(ctx, 10*time.Second, func(context.Context) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if answered+len(fewer)+len(failed) < 20 {
+				return fmt.Errorf("%d samples", answered+len(fewer)+len(failed))
+			}
+			return nil
+		})
+		stopSampling()
+		wg.Wait()
+		t.Logf("stale reads of shard-c at a from the stop on: %d answered with every object, %d with fewer, %d failed", answered, len(fewer), len(failed))
+		if len(fewer) > 0 {
+			t.Errorf("stale reads at a answered with fewer than the %d objects c holds: %v", objects, fewer)
+		}
+		if len(failed) > 0 {
+			t.Errorf("stale reads at a failed: %v", failed)
+		}
+		if answered < 20 {
+			t.Errorf("only %d stale reads at a answered: too few to judge", answered)
+		}
+		if len(deleted) > 0 {
+			t.Errorf("the watch at a saw DELETED for objects c holds throughout: %v", deleted)
+		}
+		if len(watchErrors) > 0 {
+			t.Errorf("the watch at a failed: %v", watchErrors)
+		}
+	}()
+
+	n.regions[relay].stop(t)
+	stopped := time.Now()
+	eventuallyWithin(t, "a serves shard-c consistently again after "+relay+" stopped", 30*time.Second, func(ctx context.Context) error {
+		got := a.read(ctx, s.name, "")
+		if got.err != nil {
+			return fmt.Errorf("consistent read of shard-c at a: %s", describe(got.err))
+		}
+		if len(got.items) != objects {
+			return fmt.Errorf("consistent read of shard-c at a: %d objects, want %d", len(got.items), objects)
+		}
+		return nil
+	})
+	t.Logf("a answered a consistent read of shard-c %v after %s stopped", time.Since(stopped).Round(time.Millisecond), relay)
+	eventuallyWithin(t, "a's table routes to c through "+other, 30*time.Second, func(ctx context.Context) error {
+		routes, err := a.routes(ctx)
+		if err != nil {
+			return err
+		}
+		if want := []string{"a", other, "c"}; !slices.Equal(routes["c"].Path, want) {
+			return fmt.Errorf("route to c: %+v, want path %v", routes["c"], want)
+		}
+		return nil
+	})
+	eventuallyWithin(t, "a's copies of shard-c came through "+other, 30*time.Second, func(ctx context.Context) error {
+		return checkRelayed(ctx, a, s, "c,"+other)
+	})
+
+	// c's next write reaches a, through the other relay, and its watch.
+	s.create(ctx, t, late)
+	wantSeenSoon(t, a, s)
+	if err := checkRelayed(ctx, a, s, "c,"+other); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lateAdded:
+	case <-time.After(30 * time.Second):
+		t.Errorf("the watch at a did not see %s ADDED within 30 s of the consistent read that had it", late)
+	}
+}
+
+// TestRelayNoRouteIsRefused: a chain a-b-c; a knows shard-c's claim (home
+// c) and holds its copies, then restarts while b, its only way to c, is
+// down. a has no route to c at all: it refuses consistent reads of shard-c
+// (and of every shard) with 503 HomeNoRoute naming c, still serves its
+// copies to stale reads, and still refuses shard-c's writes (403). When b
+// returns, a serves shard-c consistently again.
+func TestRelayNoRouteIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (several caches in regions): skipped with -short")
+	}
+	ctx := testContext(t)
+	n := startRelayNet(t, ctx, graphOf([2]string{"a", "b"}, [2]string{"b", "c"}), "a", "b", "c")
+	a, b, c := n.regions["a"], n.regions["b"], n.regions["c"]
+	s := writeShard(ctx, t, c, "shard-c", "one", "two", "three")
+	eventually(t, "a serves shard-c through b", func(ctx context.Context) error {
+		return checkServed(ctx, a, s, nil)
+	})
+	_, err := a.shard(t, s.name).Create(ctx, apiExport("stray", nil), metav1.CreateOptions{})
+	wantStatus(t, "shard-c writing at a", err, http.StatusForbidden, "", "")
+
+	b.stop(t)
+	a.stop(t)
+	a.start(t, ctx)
+	waitRefused(t, a, s.name, len(s.rvs), reasonHomeNoRoute, "c", "")
+	if err := refusedWith(a.read(ctx, kcpcache.Wildcard, "").err, reasonHomeNoRoute, "c", ""); err != nil {
+		t.Fatalf("consistent read of every shard at a, without a route to c: %v", err)
+	}
+	got := a.read(ctx, s.name, "0")
+	if got.err != nil || !slices.Equal(partitionsOf(got.items), s.partitions()) {
+		t.Fatalf("stale read of shard-c at a, without a route to c: %v, %s; want %v", partitionsOf(got.items), describe(got.err), s.partitions())
+	}
+	_, err = a.shard(t, s.name).Create(ctx, apiExport("stray", nil), metav1.CreateOptions{})
+	wantStatus(t, "shard-c writing at a, without a route to c", err, http.StatusForbidden, "", "")
+
+	b.start(t, ctx)
+	eventually(t, "a serves shard-c through b again", func(ctx context.Context) error {
+		return checkRelayed(ctx, a, s, "c,b")
+	})
 }
