@@ -23,27 +23,11 @@ import (
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/homes"
+	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
-
-// What relays add to the API, spelled out here until the names exist in
-// package cache and mirror: kcpcache.AnnotationHomePath,
-// mirror.ReasonHomeNoRoute and kcpcache.Route (HomesAnswer.Routes).
-const (
-	annotationHomePath = "cache.kcp.io/home-path"
-	reasonHomeNoRoute  = "HomeNoRoute"
-)
-
-// relayRoute is one entry of a homes table's routes: the path (the
-// answering cache first, the home last) by which the cache holds the
-// home's partitions.
-type relayRoute struct {
-	Home  string   `json:"home"`
-	Path  []string `json:"path"`
-	Epoch string   `json:"epoch"`
-}
 
 // routes reads r's homes table as its admin and returns its routes by home.
-func (r *region) routes(ctx context.Context) (map[string]relayRoute, error) {
+func (r *region) routes(ctx context.Context) (map[string]kcpcache.Route, error) {
 	cfg := r.srv.Config()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -62,13 +46,11 @@ func (r *region) routes(ctx context.Context) (map[string]relayRoute, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s's homes table: %s: %s", r.name, resp.Status, body)
 	}
-	var ans struct {
-		Routes []relayRoute `json:"routes"`
-	}
+	var ans kcpcache.HomesAnswer
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return nil, fmt.Errorf("%s's homes table %s: %w", r.name, body, err)
 	}
-	out := map[string]relayRoute{}
+	out := map[string]kcpcache.Route{}
 	for _, route := range ans.Routes {
 		out[route.Home] = route
 	}
@@ -290,15 +272,15 @@ func checkBookkeeping(at *region, s *relayShard, path string, items []unstructur
 	for _, u := range items {
 		a := u.GetAnnotations()
 		if at == s.home {
-			if a[kcpcache.AnnotationHome] != "" || a[annotationHomePath] != "" {
-				return fmt.Errorf("%s at its home %s has copy bookkeeping: home %q, home-path %q", u.GetName(), at.name, a[kcpcache.AnnotationHome], a[annotationHomePath])
+			if a[kcpcache.AnnotationHome] != "" || a[kcpcache.AnnotationHomePath] != "" {
+				return fmt.Errorf("%s at its home %s has copy bookkeeping: home %q, home-path %q", u.GetName(), at.name, a[kcpcache.AnnotationHome], a[kcpcache.AnnotationHomePath])
 			}
 			continue
 		}
-		if a[kcpcache.AnnotationHome] != s.home.name || a[kcpcache.AnnotationHomeResourceVersion] != s.rvs[u.GetName()] || a[annotationHomePath] != path {
+		if a[kcpcache.AnnotationHome] != s.home.name || a[kcpcache.AnnotationHomeResourceVersion] != s.rvs[u.GetName()] || a[kcpcache.AnnotationHomePath] != path {
 			return fmt.Errorf("copy of %s/%s at %s: %s %q, %s %q, %s %q; want %q, %q (its resourceVersion at the home), %q",
 				s.name, u.GetName(), at.name,
-				kcpcache.AnnotationHome, a[kcpcache.AnnotationHome], kcpcache.AnnotationHomeResourceVersion, a[kcpcache.AnnotationHomeResourceVersion], annotationHomePath, a[annotationHomePath],
+				kcpcache.AnnotationHome, a[kcpcache.AnnotationHome], kcpcache.AnnotationHomeResourceVersion, a[kcpcache.AnnotationHomeResourceVersion], kcpcache.AnnotationHomePath, a[kcpcache.AnnotationHomePath],
 				s.home.name, s.rvs[u.GetName()], path)
 		}
 	}
@@ -904,8 +886,8 @@ func TestRelayNoRouteIsRefused(t *testing.T) {
 	b.stop(t)
 	a.stop(t)
 	a.start(t, ctx)
-	waitRefused(t, a, s.name, len(s.rvs), reasonHomeNoRoute, "c", "")
-	if err := refusedWith(a.read(ctx, kcpcache.Wildcard, "").err, reasonHomeNoRoute, "c", ""); err != nil {
+	waitRefused(t, a, s.name, len(s.rvs), mirror.ReasonHomeNoRoute, "c", "")
+	if err := refusedWith(a.read(ctx, kcpcache.Wildcard, "").err, mirror.ReasonHomeNoRoute, "c", ""); err != nil {
 		t.Fatalf("consistent read of every shard at a, without a route to c: %v", err)
 	}
 	got := a.read(ctx, s.name, "0")
