@@ -24,7 +24,7 @@ const MirrorHookName = "kcp-cache-mirror"
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
 // pass the same storage, admission and watch cache as every other write.
-func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry, current mirror.StorageRevision, epoch func() string) (*mirror.Mirror, error) {
+func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry, local mirror.LocalRevisions, epoch func() string) (*mirror.Mirror, error) {
 	if len(c.Peers) == 0 {
 		return nil, nil
 	}
@@ -34,8 +34,8 @@ func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, pl
 		Local:           loopback,
 		FreshnessWait:   c.FreshnessWait,
 		Homes:           claims,
-		StorageRevision: current,
-		Epoch:           epoch,
+		LocalRevisions: local,
+		Epoch:          epoch,
 		Resources: func() []schema.GroupVersionResource {
 			var out []schema.GroupVersionResource
 			for _, r := range plane.Resources() {

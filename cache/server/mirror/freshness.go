@@ -190,11 +190,15 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 			mu.Lock()
 			defer mu.Unlock()
 			result := "fresh"
-			if nf != nil {
+			switch {
+			case nf != nil:
 				failed = append(failed, nf)
 				result = nf.Reason
-			} else {
+			case entry.Epoch != "":
 				entries = append(entries, entry)
+			default:
+				// Confirmed without an exact home revision: the answer
+				// goes without a header entry for the home.
 			}
 			freshnessChecks.WithLabelValues(t.home, result).Inc()
 		})
@@ -220,11 +224,17 @@ func (m *Mirror) confirmWith(ctx context.Context, t target, shard string, gr sch
 		covered = []coveredStream{{gr: gr}}
 	}
 	entry := kcpcache.HomeRevision{Home: t.home}
+	inexact := false
 	for _, c := range covered {
 		e, nf := m.confirmType(ctx, t, shard, c.gr, c.s)
 		if nf != nil {
 			nf.Resource = gr
 			return kcpcache.HomeRevision{}, nf
+		}
+		if e.Epoch == "" {
+			// Confirmed, but its home revision is not known exactly.
+			inexact = true
+			continue
 		}
 		if entry.Epoch != "" && e.Epoch != entry.Epoch {
 			// The home changed epoch between two of the asks; neither
@@ -232,6 +242,9 @@ func (m *Mirror) confirmWith(ctx context.Context, t target, shard string, gr sch
 			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: t.home, Shard: shard, Resource: gr}
 		}
 		entry.Epoch, entry.Revision = e.Epoch, max(entry.Revision, e.Revision)
+	}
+	if inexact {
+		return kcpcache.HomeRevision{Home: t.home}, nil
 	}
 	return entry, nil
 }

@@ -45,11 +45,19 @@ type Config struct {
 	// objects of a shard are mirrored only when the shard's home is the
 	// peer, or a home this cache's route to goes through the peer.
 	Homes *homes.Table
-	// StorageRevision reads the local storage's revision, for the answers
-	// this cache gives as a relay (relay.go); nil: it relays nothing.
-	StorageRevision StorageRevision
+	// LocalRevisions answers this cache's own revision of the last change
+	// of a partition's data of a type, copies included, for the answers it
+	// gives as a relay (relay.go); nil: it relays nothing.
+	LocalRevisions LocalRevisions
 	// Epoch is this cache's current epoch, named in its relayed answers.
 	Epoch func() string
+}
+
+// LocalRevisions tells this cache's revision of the last change of shard's
+// data of gr (the wildcard: of any shard's), covering every write
+// acknowledged before the call (homerevision.Tracker).
+type LocalRevisions interface {
+	Revision(ctx context.Context, shard string, gr schema.GroupResource) (int64, error)
 }
 
 // Mirror pulls the partitions whose home is a peer, and knows how fresh its

@@ -291,19 +291,28 @@ func (m *Mirror) AnswerRevision(ctx context.Context, shard, home string, gr sche
 	s := covered[0].s
 	// As for a stale read's header (header.go): the stream is held from
 	// reading its state until the local revision that covers it is fixed.
+	// That revision is the last change of this type here (of the shard,
+	// or of any shard), as a home answers: the asker's stream of the type
+	// reaches it by the type's own events, deletions included, with no
+	// wait for a progress notification that another type's writes would
+	// need.
+	if m.cfg.LocalRevisions == nil {
+		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: errors.New("this cache relays nothing: it tracks no revisions")}
+		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
+	}
 	s.applyMu.RLock()
 	epoch, base, shards, ok := s.homeView(home, shard)
 	var local int64
 	var err error
-	if ok && m.cfg.StorageRevision != nil {
-		local, err = m.coveringRevision(ctx, m.cfg.StorageRevision)
+	if ok {
+		local, err = m.cfg.LocalRevisions.Revision(ctx, shard, gr)
 	}
 	s.applyMu.RUnlock()
 	switch {
 	case !ok || epoch != entry.Epoch:
 		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: errors.New("the copy changed while it was confirmed")}
 		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
-	case m.cfg.StorageRevision == nil || err != nil:
+	case err != nil:
 		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: fmt.Errorf("the local revision is unknown: %v", err)}
 		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
 	}
