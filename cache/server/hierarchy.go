@@ -29,11 +29,11 @@ func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, pl
 		return nil, nil
 	}
 	return mirror.New(mirror.Config{
-		CacheName:       c.CacheName,
-		Peers:           c.Peers,
-		Local:           loopback,
-		FreshnessWait:   c.FreshnessWait,
-		Homes:           claims,
+		CacheName:      c.CacheName,
+		Peers:          c.Peers,
+		Local:          loopback,
+		FreshnessWait:  c.FreshnessWait,
+		Homes:          claims,
 		LocalRevisions: local,
 		Epoch:          epoch,
 		Resources: func() []schema.GroupVersionResource {
