@@ -112,6 +112,11 @@ type HomesAnswer struct {
 	// mirrors over a live path. A cache takes a home's partitions from the
 	// peer with the shortest such path that does not name the cache.
 	Routes []Route `json:"routes,omitempty"`
+	// PassedOn, when set, are the only resources ("<resource>.<group>")
+	// the answering cache passes on to the asking peer (--pass-on): its
+	// other resources' data is not served to the asker, which answers
+	// reads of it 503 NotPassedOn rather than as absent.
+	PassedOn []string `json:"passedOn,omitempty"`
 }
 
 // Route is the path by which a cache holds a home's partitions.
@@ -122,6 +127,33 @@ type Route struct {
 	// Epoch is the home's epoch that the cache's copies of its partitions
 	// came from (the answering cache's own epoch for its own route).
 	Epoch string `json:"epoch,omitempty"`
+	// Resources, when set, are the only resources of the home's data that
+	// the answering cache holds and passes on to the asker (what every hop
+	// of the path passes on); unset: all of them.
+	Resources []string `json:"resources,omitempty"`
+}
+
+// PassesOn reports whether the resource gr ("<resource>.<group>", an
+// identity resource "<resource>:<identity>.<group>" as its resource) is in
+// resources, a --pass-on list; an empty list passes on everything.
+func PassesOn(resources []string, gr string) bool {
+	if len(resources) == 0 {
+		return true
+	}
+	plural, rest, _ := strings.Cut(gr, ".")
+	if base, _, identity := strings.Cut(plural, ":"); identity {
+		plural = base
+	}
+	withoutIdentity := plural
+	if rest != "" {
+		withoutIdentity += "." + rest
+	}
+	for _, r := range resources {
+		if r == gr || r == withoutIdentity {
+			return true
+		}
+	}
+	return false
 }
 
 // HomeClaim says that Home is the home of Shard, at Generation: a claim with

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -41,6 +43,10 @@ type HierarchyOptions struct {
 	// them at a higher generation (once) and accepts their writes; their
 	// old home, reading the higher claim, turns into a mirror of them.
 	AdoptShards []string
+	// PassOn are PEER=RESOURCE[,RESOURCE...] entries: to that peer this
+	// cache passes on only those resources ("<resource>.<group>"), of its
+	// own partitions and of every home it relays.
+	PassOn []string
 }
 
 // NewHierarchyOptions returns options for a cache without peers.
@@ -58,6 +64,8 @@ func (o *HierarchyOptions) AddFlags(fs *pflag.FlagSet) {
 		"A kubeconfig in which every context is a peer cache to mirror, named by the context's name; combines with --peer. Its credentials are read again as --peer's are; contexts added or removed take a restart.")
 	fs.StringSliceVar(&o.AdoptShards, "adopt-shard", o.AdoptShards,
 		"Shards whose home moves to this cache (repeatable): it claims them with a generation above any it or a reachable peer knows (once per cache and shard: a restart with the same flag does not claim again) and accepts their writes; the shard then pushes its partition here in full, and the old home, reading the higher claim, gives the shard up and mirrors it from this cache. Also resolves a conflict (two claims of one generation).")
+	fs.StringArrayVar(&o.PassOn, "pass-on", o.PassOn,
+		"PEER=RESOURCE[,RESOURCE...] (repeatable; resources as <resource>.<group>, e.g. apiexports.apis.kcp.io): to that peer, this cache passes on only these resources of its own partitions and of every home it relays; the peer holds only them, and answers reads of the others 503 NotPassedOn. A peer not named gets everything.")
 	fs.DurationVar(&o.FreshnessWait, "freshness-wait", o.FreshnessWait,
 		"How long this cache waits on its peers before it answers 503: a consistent read (no resourceVersion) of a partition whose home is a peer waits this long for this cache's mirror to reach the home's revision; every question to the peers about a shard's home claim (before this cache first claims a shard, and when it learns a claim from them) waits this long for their answers; a write of a shard being adopted (--adopt-shard) waits this long for the claim to be made.")
 }
@@ -85,6 +93,15 @@ func (o *HierarchyOptions) Validate() []error {
 	peers, err := o.peerFiles()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	passOn, err := o.PassOnResources()
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for peer := range passOn {
+		if _, ok := peers[peer]; !ok {
+			errs = append(errs, fmt.Errorf("--pass-on names %q, which is not a peer (--peer, --peers-kubeconfig)", peer))
+		}
 	}
 	if len(peers) > 0 && o.CacheName == "" {
 		errs = append(errs, fmt.Errorf("--cache-name is required with --peer or --peers-kubeconfig: peers know this cache's partitions by it"))
@@ -161,5 +178,49 @@ func (o *HierarchyOptions) PeerSources() ([]PeerSource, error) {
 		out = append(out, src)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// PassOnResources parses --pass-on: per peer, the resources passed on to
+// it ("<resource>.<group>"), sorted.
+func (o *HierarchyOptions) PassOnResources() (map[string][]string, error) {
+	out := map[string][]string{}
+	var errs []string
+	for _, entry := range o.PassOn {
+		peer, list, ok := strings.Cut(entry, "=")
+		if !ok || list == "" {
+			errs = append(errs, fmt.Sprintf("--pass-on %q is not PEER=RESOURCE[,RESOURCE...]", entry))
+			continue
+		}
+		if err := kcpcache.ValidateCacheName(peer); err != nil {
+			errs = append(errs, fmt.Sprintf("--pass-on %q: %v", entry, err))
+			continue
+		}
+		if _, dup := out[peer]; dup {
+			errs = append(errs, fmt.Sprintf("--pass-on names peer %q twice; list its resources in one entry", peer))
+			continue
+		}
+		var resources []string
+		for _, r := range strings.Split(list, ",") {
+			r = strings.TrimSpace(r)
+			gr := schema.ParseGroupResource(r)
+			if msgs := validation.IsDNS1123Label(gr.Resource); len(msgs) > 0 || r == "" {
+				errs = append(errs, fmt.Sprintf("--pass-on %q: resource %q is not <resource>.<group>: %s", entry, r, strings.Join(msgs, "; ")))
+				continue
+			}
+			if gr.Group != "" {
+				if msgs := validation.IsDNS1123Subdomain(gr.Group); len(msgs) > 0 {
+					errs = append(errs, fmt.Sprintf("--pass-on %q: group of %q: %s", entry, r, strings.Join(msgs, "; ")))
+					continue
+				}
+			}
+			resources = append(resources, gr.String())
+		}
+		sort.Strings(resources)
+		out[peer] = resources
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
 	return out, nil
 }

@@ -27,6 +27,11 @@ func TestHierarchyOptionsRefuseWhatCannotWork(t *testing.T) {
 		{name: "no freshness wait", opts: HierarchyOptions{CacheName: "east"}, wantErr: "--freshness-wait"},
 		{name: "an adopted shard with a bad name", opts: HierarchyOptions{CacheName: "east", AdoptShards: []string{"Bad/Shard"}, FreshnessWait: time.Second}, wantErr: "--adopt-shard"},
 		{name: "adopting without a name", opts: HierarchyOptions{AdoptShards: []string{"s"}, FreshnessWait: time.Second}, wantErr: "--adopt-shard needs --cache-name"},
+		{name: "a subset passed on to a peer", opts: HierarchyOptions{CacheName: "east", Peers: []string{"global=/g"}, PassOn: []string{"global=apiexports.apis.kcp.io,apiresourceschemas.apis.kcp.io,configmaps"}, FreshnessWait: time.Second}},
+		{name: "passing on to a cache that is not a peer", opts: HierarchyOptions{CacheName: "east", Peers: []string{"west=/w"}, PassOn: []string{"global=apiexports.apis.kcp.io"}, FreshnessWait: time.Second}, wantErr: "not a peer"},
+		{name: "passing on without resources", opts: HierarchyOptions{CacheName: "east", Peers: []string{"global=/g"}, PassOn: []string{"global="}, FreshnessWait: time.Second}, wantErr: "not PEER=RESOURCE"},
+		{name: "passing on a resource that is not one", opts: HierarchyOptions{CacheName: "east", Peers: []string{"global=/g"}, PassOn: []string{"global=APIExports.apis.kcp.io"}, FreshnessWait: time.Second}, wantErr: "is not <resource>.<group>"},
+		{name: "passing on to one peer twice", opts: HierarchyOptions{CacheName: "east", Peers: []string{"global=/g"}, PassOn: []string{"global=apiexports.apis.kcp.io", "global=configmaps"}, FreshnessWait: time.Second}, wantErr: "twice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := errorsString(tc.opts.Validate())
@@ -46,6 +51,21 @@ func errorsString(errs []error) string {
 		parts = append(parts, e.Error())
 	}
 	return strings.Join(parts, "; ")
+}
+
+// --pass-on parses into sorted resources per peer.
+func TestPassOnResources(t *testing.T) {
+	o := HierarchyOptions{PassOn: []string{"global=apiresourceschemas.apis.kcp.io, apiexports.apis.kcp.io", "west=configmaps"}}
+	got, err := o.PassOnResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := strings.Join(got["global"], " "); g != "apiexports.apis.kcp.io apiresourceschemas.apis.kcp.io" {
+		t.Errorf("global: %q", g)
+	}
+	if w := strings.Join(got["west"], " "); w != "configmaps" {
+		t.Errorf("west: %q", w)
+	}
 }
 
 // A peers kubeconfig names each peer by a context, and combines with --peer.

@@ -309,7 +309,11 @@ func applyHierarchy(o *options.HierarchyOptions, derived *derivedConfig) (Hierar
 	if err != nil {
 		return HierarchyConfig{}, fmt.Errorf("--peer: %w", err)
 	}
-	out := HierarchyConfig{CacheName: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards}
+	passOn, err := o.PassOnResources()
+	if err != nil {
+		return HierarchyConfig{}, err
+	}
+	out := HierarchyConfig{CacheName: o.CacheName, FreshnessWait: o.FreshnessWait, AdoptShards: o.AdoptShards, PassOn: passOn}
 	for _, src := range sources {
 		cfg, watcher, err := reload.Kubeconfig(PeerKubeconfigSource(src.Name), src.Kubeconfig, src.Context)
 		if err != nil {

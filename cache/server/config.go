@@ -94,6 +94,9 @@ type HierarchyConfig struct {
 	FreshnessWait time.Duration
 	// AdoptShards are shards whose home moves to this cache.
 	AdoptShards []string
+	// PassOn are, per peer, the only resources passed on to it
+	// (--pass-on); a peer not named gets everything.
+	PassOn map[string][]string
 }
 
 // derivedConfig is what NewConfig derives from the options: files it wrote

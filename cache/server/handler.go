@@ -67,7 +67,7 @@ func (h handlerChain) build(apiHandler http.Handler, gc *genericapiserver.Config
 		chain = filters.WithDiskGuard(chain, h.minFreeDisk, h.disk.Free, apiextensionsapiserver.Codecs)
 	}
 	if h.homes != nil {
-		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{CacheName: h.cacheName, Epoch: h.epoch, PartitionRevisions: h.homeRevisions, StorageRevision: h.storageRevision, Codecs: apiextensionsapiserver.Codecs})
+		chain = mirror.WithHierarchy(chain, h.mirror, mirror.ServingConfig{CacheName: h.cacheName, Epoch: h.epoch, PartitionRevisions: h.homeRevisions, StorageRevision: h.storageRevision, PassesOnTo: h.homes.PassesOnTo, Codecs: apiextensionsapiserver.Codecs})
 		chain = homes.WithWriteAdmission(chain, h.homes, apiextensionsapiserver.Codecs)
 	}
 	chain = h.plane.WithRequestMetrics(chain)

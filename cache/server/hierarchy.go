@@ -56,7 +56,7 @@ func newHomes(ctx context.Context, c HierarchyConfig, etcdClient *clientv3.Clien
 	if c.CacheName == "" {
 		return nil, nil
 	}
-	cfg := homes.Config{CacheName: c.CacheName, Epoch: epoch, Peers: c.Peers, FreshnessWait: c.FreshnessWait, Adopt: c.AdoptShards}
+	cfg := homes.Config{CacheName: c.CacheName, Epoch: epoch, Peers: c.Peers, FreshnessWait: c.FreshnessWait, Adopt: c.AdoptShards, PassOn: c.PassOn}
 	if etcdClient != nil {
 		cfg.Store = etcdClaimStore{client: etcdClient, key: homes.StorageKey(prefix)}
 	}

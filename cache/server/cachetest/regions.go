@@ -55,6 +55,9 @@ type RegionsOptions struct {
 	// binary (StartServerProcess), with an etcd of their own in the child:
 	// a test can pause them.
 	Processes []string
+	// Flags, when set, changes the options of the cache named (in-process
+	// caches only) once it has its peers, after the fixture's own.
+	Flags func(name string, o *options.Options)
 }
 
 // PeerToken is the bearer token with which cache from reads cache to.
@@ -135,6 +138,9 @@ func StartRegions(t testing.TB, ctx context.Context, ro RegionsOptions, names ..
 		r.Opts.Flags = func(o *options.Options) {
 			base(o)
 			o.Hierarchy.Peers = peers
+			if ro.Flags != nil {
+				ro.Flags(r.Name, o)
+			}
 		}
 		if err := r.Srv.Restart(ctx, func(o *Options) { o.Flags = r.Opts.Flags }); err != nil {
 			t.Fatal(err)

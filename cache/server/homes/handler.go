@@ -6,6 +6,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
@@ -26,8 +27,12 @@ func (t *Table) Handler() http.Handler {
 				return
 			}
 		}
+		asker := ""
+		if u, ok := request.UserFrom(req.Context()); ok {
+			asker, _ = kcpcache.PeerFromUser(u.GetName())
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(t.Answer(shard))
+		_ = json.NewEncoder(w).Encode(t.AnswerFor(shard, asker))
 	})
 }
 

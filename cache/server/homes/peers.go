@@ -67,7 +67,7 @@ func (t *Table) askPeers(ctx context.Context, shard, only string) (failed map[st
 				return
 			}
 			t.merge(ctx, p.Name, ans.Claims)
-			t.learnRoutes(ctx, p.Name, ans.Routes)
+			t.learnRoutes(ctx, p.Name, ans.Routes, ans.PassedOn)
 			for _, s := range ans.Claiming {
 				if shard != "" && s == shard {
 					claiming = append(claiming, p.Name)

@@ -34,10 +34,12 @@ import (
 // a mirror switch its upstream (which costs it a list of every type).
 func (t *Table) routeLifetime() time.Duration { return 3 * t.cfg.PollInterval }
 
-// offered is what a peer's latest table offered.
+// offered is what a peer's latest table offered: its routes, and the
+// resources it passes on to this cache (empty: all).
 type offered struct {
-	routes map[string]kcpcache.Route
-	at     time.Time
+	routes   map[string]kcpcache.Route
+	passedOn []string
+	at       time.Time
 }
 
 // upstream is this cache's choice for one home.
@@ -124,9 +126,9 @@ func (t *Table) isPeer(name string) bool {
 
 // learnRoutes records the routes a peer's table offered, and chooses the
 // upstreams again.
-func (t *Table) learnRoutes(ctx context.Context, peer string, routes []kcpcache.Route) {
+func (t *Table) learnRoutes(ctx context.Context, peer string, routes []kcpcache.Route, passedOn []string) {
 	t.mu.Lock()
-	o := offered{routes: map[string]kcpcache.Route{}, at: time.Now()}
+	o := offered{routes: map[string]kcpcache.Route{}, passedOn: passedOn, at: time.Now()}
 	for _, r := range routes {
 		if r.Home == "" || len(r.Path) == 0 || r.Path[0] != peer || r.Path[len(r.Path)-1] != r.Home {
 			// Not a path from the peer to the home: ignored.
@@ -216,10 +218,13 @@ func (t *Table) chooseRoutesLocked(ctx context.Context) []routeChange {
 	return changes
 }
 
-// offeredRoutes are the routes this cache offers in its table: its own,
-// and each home it takes over a live path.
-func (t *Table) offeredRoutes() []kcpcache.Route {
-	self := kcpcache.Route{Home: t.cfg.CacheName, Path: []string{t.cfg.CacheName}}
+// offeredRoutes are the routes this cache offers in its table to asker
+// (a peer, or ""): its own, and each home it takes over a live path, each
+// with the resources of it this cache holds and passes on to the asker.
+// A home of which it would pass on nothing is not offered.
+func (t *Table) offeredRoutes(asker string) []kcpcache.Route {
+	passOn := t.cfg.PassOn[asker]
+	self := kcpcache.Route{Home: t.cfg.CacheName, Path: []string{t.cfg.CacheName}, Resources: passOn}
 	if t.cfg.Epoch != nil {
 		self.Epoch = t.cfg.Epoch()
 	}
@@ -227,9 +232,15 @@ func (t *Table) offeredRoutes() []kcpcache.Route {
 	t.mu.Lock()
 	epochOf := t.routeEpoch
 	for home, u := range t.upstreams {
-		if u.live {
-			out = append(out, kcpcache.Route{Home: home, Path: slices.Clone(u.path)})
+		if !u.live {
+			continue
 		}
+		held, restricted := t.resourcesVia(home, u.peer)
+		resources, some := narrow(held, restricted, passOn)
+		if !some {
+			continue
+		}
+		out = append(out, kcpcache.Route{Home: home, Path: slices.Clone(u.path), Resources: resources})
 	}
 	t.mu.Unlock()
 	// The mirror's epochs are read without t.mu: the mirror asks the
@@ -241,4 +252,68 @@ func (t *Table) offeredRoutes() []kcpcache.Route {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Home < out[j].Home })
 	return out
+}
+
+// resourcesVia returns the resources of home's data that this cache holds
+// through peer (what the peer's route passes on, and what the peer passes
+// on to it at all); restricted is false when that is everything. t.mu held.
+func (t *Table) resourcesVia(home, peer string) (resources []string, restricted bool) {
+	o, ok := t.offers[peer]
+	if !ok {
+		return nil, false
+	}
+	resources, restricted = o.routes[home].Resources, len(o.routes[home].Resources) > 0
+	if len(o.passedOn) > 0 {
+		resources, _ = narrow(resources, restricted, o.passedOn)
+		restricted = true
+	}
+	return resources, restricted
+}
+
+// narrow intersects a restriction (held, when restricted) with a --pass-on
+// list (empty: everything); some is false when nothing is left.
+func narrow(held []string, restricted bool, passOn []string) (out []string, some bool) {
+	switch {
+	case !restricted:
+		return passOn, true
+	case len(passOn) == 0:
+		return held, len(held) > 0
+	}
+	for _, r := range held {
+		if slices.Contains(passOn, r) {
+			out = append(out, r)
+		}
+	}
+	return out, len(out) > 0
+}
+
+// Holds reports whether this cache holds the resource gr of home's data:
+// whether every hop of its path to home passes gr on. Unknown homes hold
+// everything (nothing restricts them).
+func (t *Table) Holds(home string, gr string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if home == t.cfg.CacheName {
+		return true
+	}
+	peer := home
+	if u, ok := t.upstreams[home]; ok {
+		peer = u.peer
+	}
+	resources, restricted := t.resourcesVia(home, peer)
+	return !restricted || kcpcache.PassesOn(resources, gr)
+}
+
+// PeerPassesOn reports whether peer passes the resource gr on to this
+// cache at all (its --pass-on for this cache, as its table says).
+func (t *Table) PeerPassesOn(peer string, gr string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return kcpcache.PassesOn(t.offers[peer].passedOn, gr)
+}
+
+// PassesOnTo reports whether this cache passes the resource gr on to the
+// peer asker (--pass-on).
+func (t *Table) PassesOnTo(asker string, gr string) bool {
+	return kcpcache.PassesOn(t.cfg.PassOn[asker], gr)
 }

@@ -50,6 +50,9 @@ type Config struct {
 	PollInterval time.Duration
 	// Adopt are shards this cache takes over (--adopt-shard), once.
 	Adopt []string
+	// PassOn are, per peer, the only resources this cache passes on to it
+	// (--pass-on; routes.go).
+	PassOn map[string][]string
 }
 
 // record is what is persisted.
@@ -202,9 +205,14 @@ func (t *Table) Known() ([]kcpcache.HomeClaim, map[string]string) {
 	return out, conflicts
 }
 
-// Answer is this cache's answer at kcpcache.HomesPath; shard "" is every
-// shard. The routes are every home's, whatever the shard.
-func (t *Table) Answer(shard string) kcpcache.HomesAnswer {
+// Answer is this cache's answer at kcpcache.HomesPath to a reader that is
+// not a peer; shard "" is every shard.
+func (t *Table) Answer(shard string) kcpcache.HomesAnswer { return t.AnswerFor(shard, "") }
+
+// AnswerFor is this cache's answer at kcpcache.HomesPath to the peer asker
+// ("" for another reader). The routes are every home's, whatever the
+// shard, with what this cache passes on to the asker.
+func (t *Table) AnswerFor(shard, asker string) kcpcache.HomesAnswer {
 	ans := kcpcache.HomesAnswer{Cache: t.cfg.CacheName, Claims: []kcpcache.HomeClaim{}}
 	if t.cfg.Epoch != nil {
 		ans.Epoch = t.cfg.Epoch()
@@ -226,7 +234,8 @@ func (t *Table) Answer(shard string) kcpcache.HomesAnswer {
 	t.mu.Unlock()
 	sort.Slice(ans.Claims, func(i, j int) bool { return ans.Claims[i].Shard < ans.Claims[j].Shard })
 	sort.Strings(ans.Claiming)
-	ans.Routes = t.offeredRoutes()
+	ans.Routes = t.offeredRoutes(asker)
+	ans.PassedOn = t.cfg.PassOn[asker]
 	return ans
 }
 

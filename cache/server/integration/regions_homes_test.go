@@ -27,7 +27,13 @@ import (
 // homesTable reads r's table of home claims as its admin.
 func (r *region) homesTable(ctx context.Context, t *testing.T, shard string) (kcpcache.HomesAnswer, error) {
 	t.Helper()
-	cfg := r.srv.Config()
+	return r.homesTableWith(ctx, t, r.srv.Config(), shard)
+}
+
+// homesTableWith reads r's table of home claims with cfg's credentials (a
+// peer's, say: the table answers a peer with what it passes on to it).
+func (r *region) homesTableWith(ctx context.Context, t *testing.T, cfg *rest.Config, shard string) (kcpcache.HomesAnswer, error) {
+	t.Helper()
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)

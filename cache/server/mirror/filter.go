@@ -34,7 +34,10 @@ type ServingConfig struct {
 	// read is served at least as new as its home-revision header says
 	// (header.go); nil serves it as asked.
 	StorageRevision StorageRevision
-	Codecs          runtime.NegotiatedSerializer
+	// PassesOnTo reports whether this cache passes a resource on to a peer
+	// (--pass-on); nil: everything to every peer.
+	PassesOnTo func(peer string, gr string) bool
+	Codecs     runtime.NegotiatedSerializer
 }
 
 // WithHierarchy serves the reads of a named cache, around the data plane
@@ -62,6 +65,11 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 			return
 		}
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+		if peer, isPeer := peerOf(req); isPeer && cfg.PassesOnTo != nil && !cfg.PassesOnTo(peer, gr.String()) {
+			err := apierrors.NewForbidden(gr, info.Name, fmt.Errorf("this cache passes on to the cache %q only some resources (--pass-on), not this one", peer))
+			responsewriters.ErrorNegotiated(err, cfg.Codecs, schema.GroupVersion{}, w, req)
+			return
+		}
 		switch info.Verb {
 		case "get", "list", "watch":
 			if !exemptFromChecks(req) && req.Header.Get(kcpcache.CopyBookkeepingHeader) != "keep" {
@@ -72,6 +80,12 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 			}
 			if m == nil || exemptFromChecks(req) {
 				break
+			}
+			if refused := m.NotPassedOn(scope.Shard, gr); len(refused) > 0 {
+				err := apierrors.NewServiceUnavailable(fmt.Sprintf("this cache does not hold this data: %v", refused[0]))
+				err.ErrStatus.Details = &metav1.StatusDetails{Group: gr.Group, Kind: gr.Resource, Causes: statusCauses(refused)}
+				responsewriters.ErrorNegotiated(err, cfg.Codecs, schema.GroupVersion{}, w, req)
+				return
 			}
 			consistent := req.URL.Query().Get("resourceVersion") == ""
 			var entries []kcpcache.HomeRevision
@@ -128,14 +142,20 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 // home is this cache, which are current here by definition; checking
 // would make every mirror's list wait on its peer's peers.
 func exemptFromChecks(req *http.Request) bool {
-	u, ok := request.UserFrom(req.Context())
-	if !ok {
-		return false
-	}
-	if _, isPeer := kcpcache.PeerFromUser(u.GetName()); isPeer {
+	if _, isPeer := peerOf(req); isPeer {
 		return true
 	}
-	return u.GetName() == user.APIServerUser
+	u, ok := request.UserFrom(req.Context())
+	return ok && u.GetName() == user.APIServerUser
+}
+
+// peerOf returns the peer cache req comes from, if it does.
+func peerOf(req *http.Request) (string, bool) {
+	u, ok := request.UserFrom(req.Context())
+	if !ok {
+		return "", false
+	}
+	return kcpcache.PeerFromUser(u.GetName())
 }
 
 // coverStaleRead makes the stale read req serve every write its header

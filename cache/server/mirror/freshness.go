@@ -27,6 +27,10 @@ const (
 	// has offered a path to it: this cache holds no copy it could vouch
 	// for.
 	ReasonHomeNoRoute = "HomeNoRoute"
+	// ReasonNotPassedOn: a hop of the path to the home passes on only
+	// some resources (--pass-on), not this one: this cache holds none of
+	// the home's data of it, and says so rather than answer it absent.
+	ReasonNotPassedOn = "NotPassedOn"
 )
 
 // NotFresh is why one home's part of a consistent read cannot be confirmed.
@@ -61,6 +65,8 @@ func (e *NotFresh) reason() string {
 		return fmt.Sprintf("%s: the home cache %q changed epoch (restored or lost its data); the copy here is held until the shard converges there again", what, e.Home)
 	case homes.ReasonHomeConflict:
 		return fmt.Sprintf("%s: two home claims of the same generation: %v; resolve with --adopt-shard at the cache that should be its home", what, e.Err)
+	case ReasonNotPassedOn:
+		return fmt.Sprintf("%s: the path from this cache to its home %q passes on only some resources (--pass-on), not this one: this cache holds none of it; read it at a cache that holds it", what, e.Home)
 	case ReasonHomeNoRoute:
 		return fmt.Sprintf("%s: its home is the cache %q, and no peer of this cache offers a path to it: this cache holds no copy it can vouch for", what, e.Home)
 	case homes.ReasonHomeUnreachable:
@@ -148,6 +154,20 @@ func (m *Mirror) targetsOf(shard string) ([]target, []*NotFresh) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].home < out[j].home })
 	return out, refused
+}
+
+// NotPassedOn returns a refusal per home a read of shard's data of gr
+// covers whose path passes gr on to this cache: its copy holds none of it,
+// and any answer, stale or consistent, would say it is absent.
+func (m *Mirror) NotPassedOn(shard string, gr schema.GroupResource) []*NotFresh {
+	targets, _ := m.targetsOf(shard)
+	var out []*NotFresh
+	for _, t := range targets {
+		if !m.homes.Holds(t.home, gr.String()) {
+			out = append(out, &NotFresh{Reason: ReasonNotPassedOn, Home: t.home, Shard: shard, Resource: gr})
+		}
+	}
+	return out
 }
 
 // Confirm confirms a consistent read of shard's data of gr: for each home

@@ -173,6 +173,11 @@ func (m *Mirror) Run(ctx context.Context) {
 	for {
 		for _, gvr := range m.cfg.Resources() {
 			for _, p := range m.peers {
+				if !m.homes.PeerPassesOn(p.Name, gvr.GroupResource().String()) {
+					// The peer passes on only some resources to this cache
+					// (--pass-on there), not this one: nothing to stream.
+					continue
+				}
 				if s, added := p.addStream(gvr, m); added {
 					logger.V(2).Info("Mirroring a type", "peer", p.Name, "resource", gvr.GroupResource().String())
 					wg.Go(func() { s.run(ctx) })

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/endpoints/request"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/homes"
@@ -264,10 +265,19 @@ func (s *stream) homeView(home, shard string) (epoch string, base int64, shards 
 // changes in the home's revisions. A refusal is a 503 whose causes are the
 // confirmation's, naming the hop that failed.
 func (m *Mirror) AnswerRevision(ctx context.Context, shard, home string, gr schema.GroupResource) (kcpcache.HomeRevisionAnswer, *apierrors.StatusError) {
+	if u, ok := request.UserFrom(ctx); ok {
+		if peer, isPeer := kcpcache.PeerFromUser(u.GetName()); isPeer && !m.homes.PassesOnTo(peer, gr.String()) {
+			return kcpcache.HomeRevisionAnswer{}, apierrors.NewForbidden(gr, "", fmt.Errorf("this cache passes on to the cache %q only some resources (--pass-on), not this one", peer))
+		}
+	}
 	if shard != kcpcache.Wildcard {
 		if h, ok := m.homeOf(shard); !ok || h != home {
 			return kcpcache.HomeRevisionAnswer{}, apierrors.NewServiceUnavailable(fmt.Sprintf("shard %q is not homed at %q by this cache's claims", shard, home))
 		}
+	}
+	if !m.homes.Holds(home, gr.String()) {
+		nf := &NotFresh{Reason: ReasonNotPassedOn, Home: home, Shard: shard, Resource: gr}
+		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
 	}
 	src := m.sourceFor(home)
 	if src == nil {

@@ -342,7 +342,18 @@ func (s *stream) run(ctx context.Context) {
 	defer wg.Wait()
 	wg.Go(func() { s.confirmLoop(ctx) })
 	delay := restartBackoff
+	gr := s.gvr.GroupResource().String()
 	for ctx.Err() == nil {
+		if !s.m.homes.PeerPassesOn(s.peer.Name, gr) {
+			// The peer stopped passing this resource on to this cache
+			// (--pass-on there, as its table says): idle until it does.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(s.m.cfg.TypeInterval):
+			}
+			continue
+		}
 		listed, err := s.listAndWatch(ctx)
 		if ctx.Err() != nil {
 			return
