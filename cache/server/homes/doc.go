@@ -35,6 +35,8 @@
 //   - peers.go: asking the peers for their tables, and the loop that does
 //     so every few seconds after --adopt-shard has acted (Run);
 //   - adopt.go: --adopt-shard;
+//   - routes.go: the routes (which peer each home's partitions are taken
+//     from, by path vectors) and --pass-on;
 //   - handler.go: the table's answer at kcpcache.HomesPath;
 //   - peer.go: Peer, a peer cache and its one client;
 //   - metrics.go: the claims' metrics.

@@ -39,7 +39,10 @@
 //     read covers;
 //   - stream.go: one peer's one type: list, then watch, in the peer's
 //     order; what it has applied and when the peer last confirmed it;
-//   - apply.go: a peer's objects applied as copies, by the claims;
+//   - apply.go: a peer's objects applied as copies, by the claims and
+//     routes;
+//   - relay.go: what crosses hops: relayed copies, the state of a relayed
+//     home in its own revisions, the answers this cache gives as a relay;
 //   - filter.go: WithHierarchy, the reads of a named cache;
 //   - freshness.go: a consistent read confirmed with its homes (Confirm)
 //     or refused with a reason, a stale read's revisions and ages (Stale);
