@@ -29,7 +29,10 @@
 # CACHES names the environments: "kcp" (kcp's cache-server), "ours" (our cache-server in its
 # place) and "regions" (two of ours: the root shard pushes to cache east, shard-1 to west, the
 # caches mirror each other; see hack/kcp/kcp-regions.sh). kcp's tests that read the cache directly
-# read .kcp-cache/cache.kubeconfig, which is east's in the regions environment. "single-off" and
+# read .kcp-cache/cache.kubeconfig, which is east's in the regions environment; "relay" is the
+# regions environment with a third cache of ours between east and west, which peer only with it
+# (KCP_REGIONS_RELAY in hack/kcp/kcp-regions.sh: shard-1 reads root's partitions two hops away).
+# "single-off" and
 # "single-on" are kcp's single-shard environment, as kcp's `make test-e2e-shared-minimal` starts
 # it, with the patched kcp binary KCP_PATCHED_BIN (hack/kcp/kcp-run-cache-server.sh builds it:
 # hack/kcp/kcp-in-process.patch) and --run-cache-server off (kcp's own in-process cache) or on (ours).
@@ -78,14 +81,15 @@ env_start() {
 		shim ours-cache-server "$OUT/bin/kcp-cache-server" "${cache_args[@]}"
 		cache_bin="$OUT/bin/ours-cache-server"
 		;;
-	regions)
+	regions | relay)
 		shim regions-cache-server "$HERE/hack/kcp/kcp-regions.sh" cache
 		shim regions-kcp "$HERE/hack/kcp/kcp-regions.sh" kcp
 		shim regions-vw "$HERE/hack/kcp/kcp-regions.sh" vw
 		cache_bin="$OUT/bin/regions-cache-server"
 		assets=(KCP_ASSET_KCP="$OUT/bin/regions-kcp" KCP_ASSET_VIRTUAL_WORKSPACES="$OUT/bin/regions-vw"
 			KCP_REGIONS_CACHE_BIN="$OUT/bin/kcp-cache-server" KCP_REGIONS_KCP_BIN="$KCP_DIR/bin/kcp"
-			KCP_REGIONS_VW_BIN="$KCP_DIR/bin/virtual-workspaces" KCP_REGIONS_CACHE_ARGS="${CACHE_ARGS:-}")
+			KCP_REGIONS_VW_BIN="$KCP_DIR/bin/virtual-workspaces" KCP_REGIONS_CACHE_ARGS="${CACHE_ARGS:-}"
+			KCP_REGIONS_RELAY="$([ "$which" = relay ] && echo 1 || echo 0)")
 		;;
 	switch)
 		# kcp's cache-server, then ours, then kcp's again, on one root directory: a supervisor
@@ -103,7 +107,7 @@ env_start() {
 	esac
 	# CACHE_WRAPPER (hack/kcp/kcp-chaos.sh's supervisor) runs the cache of a one-cache
 	# environment: sharded-test-server ends the environment when its cache process exits.
-	if [ -n "${CACHE_WRAPPER:-}" ] && [ "$which" != regions ]; then
+	if [ -n "${CACHE_WRAPPER:-}" ] && [ "$which" != regions ] && [ "$which" != relay ]; then
 		shim "wrapped-$which-cache-server" "$CACHE_WRAPPER" "$cache_bin"
 		cache_bin="$OUT/bin/wrapped-$which-cache-server"
 	fi

@@ -13,13 +13,18 @@
 #                                 read west as well.
 #
 # The real binaries come from KCP_REGIONS_CACHE_BIN (ours), KCP_REGIONS_KCP_BIN and
-# KCP_REGIONS_VW_BIN; KCP_REGIONS_CACHE_ARGS adds arguments to both caches (e.g. -v=4).
+# KCP_REGIONS_VW_BIN; KCP_REGIONS_CACHE_ARGS adds arguments to every cache (e.g. -v=4).
+#
+# KCP_REGIONS_RELAY=1 puts a third cache, "middle" (port 8032, etcd 8030, 8031), between the
+# two: east and west peer only with middle, which relays each one's partitions to the other (a
+# chain east - middle - west), so shard-1 reads the root shard's APIExports through two hops.
 #
 # Every process runs under a supervisor that stays alive while its process is stopped on
 # purpose, so sharded-test-server (which ends the whole environment when one of its children
 # exits) does not notice a region going away:
 #
-#   kcp-regions.sh stop WORKDIR NAME   stop NAME (east, west, kcp-root, kcp-shard-1, vw-0, vw-1)
+#   kcp-regions.sh stop WORKDIR NAME   stop NAME (east, west, middle, kcp-root, kcp-shard-1, vw-0,
+#                                      vw-1)
 #                                      and keep it stopped
 #   kcp-regions.sh start WORKDIR NAME  start it again with the same arguments
 #   kcp-regions.sh pids WORKDIR        the supervisors' and their processes' ids, to end them
@@ -140,6 +145,24 @@ cmd_cache() {
 		"$east_root/peer-east.crt" "$east_root/peer-east.key"
 	write_kubeconfig "$west_root/peer-east.kubeconfig" https://localhost:8012 "$east_root/apiserver.crt" \
 		"$west_root/peer-west.crt" "$west_root/peer-west.key"
+	local east_peers=(--peer=west="$east_root/peer-west.kubeconfig")
+	local west_peers=(--peer=east="$west_root/peer-east.kubeconfig")
+	if [ "${KCP_REGIONS_RELAY:-}" = 1 ]; then
+		local middle_root="$work/.kcp-cache-middle"
+		mkdir -p "$middle_root"
+		serving_cert "$middle_root"
+		peer_cert "$(dirname "$ca")" "$middle_root/peer-middle" middle
+		write_kubeconfig "$east_root/peer-middle.kubeconfig" https://localhost:8032 "$middle_root/apiserver.crt" \
+			"$east_root/peer-east.crt" "$east_root/peer-east.key"
+		write_kubeconfig "$west_root/peer-middle.kubeconfig" https://localhost:8032 "$middle_root/apiserver.crt" \
+			"$west_root/peer-west.crt" "$west_root/peer-west.key"
+		write_kubeconfig "$middle_root/peer-east.kubeconfig" https://localhost:8012 "$east_root/apiserver.crt" \
+			"$middle_root/peer-middle.crt" "$middle_root/peer-middle.key"
+		write_kubeconfig "$middle_root/peer-west.kubeconfig" https://localhost:8022 "$west_root/apiserver.crt" \
+			"$middle_root/peer-middle.crt" "$middle_root/peer-middle.key"
+		east_peers=(--peer=middle="$east_root/peer-middle.kubeconfig")
+		west_peers=(--peer=middle="$west_root/peer-middle.kubeconfig")
+	fi
 	# shard-1's and its virtual workspaces' kubeconfig: west, with the cache-client certificate
 	# sharded-test-server made for every shard.
 	write_kubeconfig "$west_root/cache.kubeconfig" https://localhost:8022 "$west_root/apiserver.crt" \
@@ -154,10 +177,19 @@ cmd_cache() {
 	("$0" supervise-bg "$state" west "$bin" --root-directory="$west_root" --bind-address=127.0.0.1 \
 		--secure-port=8022 --synthetic-delay="$delay" --client-ca-file="$ca" \
 		--embedded-etcd-client-port=8020 --embedded-etcd-peer-port=8021 \
-		--cache-name=west --peer=east="$west_root/peer-east.kubeconfig" "${extra[@]}" \
+		--cache-name=west "${west_peers[@]}" "${extra[@]}" \
 		>>"$west_root/cache.log" 2>&1) &
+	if [ "${KCP_REGIONS_RELAY:-}" = 1 ]; then
+		# middle: the relay, peering with both.
+		("$0" supervise-bg "$state" middle "$bin" --root-directory="$middle_root" --bind-address=127.0.0.1 \
+			--secure-port=8032 --synthetic-delay="$delay" --client-ca-file="$ca" \
+			--embedded-etcd-client-port=8030 --embedded-etcd-peer-port=8031 \
+			--cache-name=middle --peer=east="$middle_root/peer-east.kubeconfig" \
+			--peer=west="$middle_root/peer-west.kubeconfig" "${extra[@]}" \
+			>>"$middle_root/cache.log" 2>&1) &
+	fi
 	# east: the cache sharded-test-server started, with its log where it reads it.
-	supervise "$state" east "$bin" "$@" --cache-name=east --peer=west="$east_root/peer-west.kubeconfig" "${extra[@]}"
+	supervise "$state" east "$bin" "$@" --cache-name=east "${east_peers[@]}" "${extra[@]}"
 }
 
 cmd_kcp() {
