@@ -54,6 +54,11 @@ func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release fun
 // StorageRevision returns the local storage's current revision.
 type StorageRevision func(ctx context.Context) (int64, error)
 
+// PartitionRevision returns the revision of the last change to shard's
+// objects of gr in the local storage (shard kcpcache.Wildcard: any
+// shard's), covering every write acknowledged before the call.
+type PartitionRevision func(ctx context.Context, shard string, gr schema.GroupResource) (int64, error)
+
 // coveringRevision returns a local revision at least as new as every write
 // applied when the header's entries were taken (call it after taking them).
 // The revision is cached per stream state, so that reads while nothing is

@@ -168,16 +168,17 @@ func (s *stream) relayChanged(home, shard, epoch string, rev, homeRev int64, del
 
 // resolve takes a relayed answer about shard (or the wildcard) at peer
 // revision ans.Revision, once the stream has applied it: every change the
-// answer's revisions count is in the copy here, so what was unsure before
-// it is known.
+// answer's revisions count is in the copy here, and the peer's copy did not
+// change from then to through(ans), so what was unsure up to that is known.
 func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard string) {
 	rr := ans.Relayed
+	upTo := through(ans)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.followed[rr.Home] {
 		return
 	}
-	r := s.relayOf(rr.Home, rr.HomeEpoch, ans.Revision)
+	r := s.relayOf(rr.Home, rr.HomeEpoch, upTo)
 	if r.epoch != rr.HomeEpoch {
 		return
 	}
@@ -186,7 +187,7 @@ func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard
 		// A shard's answer says nothing of the other shards. The shard's
 		// last change at the relay is the larger of its base and its entry.
 		r.shards[shard] = max(r.shards[shard], rr.Base, rr.Shards[shard])
-		if u, ok := r.unsure[shard]; ok && u <= ans.Revision && r.unsureAll == 0 {
+		if u, ok := r.unsure[shard]; ok && u <= upTo && r.unsureAll == 0 {
 			delete(r.unsure, shard)
 		}
 		return
@@ -195,11 +196,11 @@ func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard
 	for sh, rev := range rr.Shards {
 		r.shards[sh] = max(r.shards[sh], rev)
 	}
-	if r.unsureAll <= ans.Revision {
+	if r.unsureAll <= upTo {
 		r.unsureAll = 0
 	}
 	for sh, u := range r.unsure {
-		if u <= ans.Revision {
+		if u <= upTo {
 			delete(r.unsure, sh)
 		}
 	}
@@ -290,27 +291,50 @@ func (m *Mirror) AnswerRevision(ctx context.Context, shard, home string, gr sche
 	}
 	s := covered[0].s
 	// As for a stale read's header (header.go): the stream is held from
-	// reading its state until the local revision that covers it is fixed.
+	// reading its state until the local revisions that cover it are fixed.
+	// The answer names two: the last change of the asked data here, which
+	// the asker waits for, and the storage's revision, through which the
+	// copy stayed so. The asker's stream of gr sees only changes of gr:
+	// the storage's revision alone, moved by any other write here (a
+	// heartbeat's copy, a persisted claim), may never come in it, and an
+	// asker waiting for it refused every consistent read of a relayed
+	// home until the next change of gr here.
 	s.applyMu.RLock()
 	epoch, base, shards, ok := s.homeView(home, shard)
-	var local int64
+	var through, local int64
 	var err error
-	if ok && m.cfg.StorageRevision != nil {
-		local, err = m.coveringRevision(ctx, m.cfg.StorageRevision)
+	if ok && m.cfg.StorageRevision != nil && m.cfg.PartitionRevision != nil {
+		through, err = m.coveringRevision(ctx, m.cfg.StorageRevision)
+		if err == nil {
+			// After the storage's revision: the last change it returns
+			// covers every write up to that revision, so none of the
+			// asked data lies between the two.
+			local, err = m.cfg.PartitionRevision(ctx, shard, gr)
+		}
 	}
 	s.applyMu.RUnlock()
 	switch {
 	case !ok || epoch != entry.Epoch:
 		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: errors.New("the copy changed while it was confirmed")}
 		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
-	case m.cfg.StorageRevision == nil || err != nil:
+	case m.cfg.StorageRevision == nil || m.cfg.PartitionRevision == nil || err != nil:
 		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: fmt.Errorf("the local revision is unknown: %v", err)}
 		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
 	}
 	return kcpcache.HomeRevisionAnswer{
 		Cache: m.cfg.CacheName, Epoch: m.cfg.Epoch(), Revision: local,
-		Relayed: &kcpcache.RelayedRevision{Home: home, HomeEpoch: epoch, Path: m.homes.Path(home), Base: base, Shards: shards},
+		Relayed: &kcpcache.RelayedRevision{Home: home, HomeEpoch: epoch, Path: m.homes.Path(home), Base: base, Shards: shards, Through: max(through, local)},
 	}, nil
+}
+
+// through is the relay's revision up to which a relayed answer knows its
+// copy: RelayedRevision.Through, or the answer's revision from a relay that
+// does not send it.
+func through(ans kcpcache.HomeRevisionAnswer) int64 {
+	if ans.Relayed == nil {
+		return ans.Revision
+	}
+	return max(ans.Revision, ans.Relayed.Through)
 }
 
 // refusal is the 503 of a consistent read (or a relayed revision
