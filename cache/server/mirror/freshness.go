@@ -190,11 +190,17 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 			mu.Lock()
 			defer mu.Unlock()
 			result := "fresh"
-			if nf != nil {
+			switch {
+			case nf != nil:
 				failed = append(failed, nf)
 				result = nf.Reason
-			} else {
+			case entry.Epoch != "":
 				entries = append(entries, entry)
+			default:
+				// Confirmed, but the home's revision of the copy is not
+				// known exactly: the read names no revision of this home
+				// (an entry without an epoch is no revision a reader can
+				// compare).
 			}
 			freshnessChecks.WithLabelValues(t.home, result).Inc()
 		})
@@ -220,11 +226,18 @@ func (m *Mirror) confirmWith(ctx context.Context, t target, shard string, gr sch
 		covered = []coveredStream{{gr: gr}}
 	}
 	entry := kcpcache.HomeRevision{Home: t.home}
+	inexact := false
 	for _, c := range covered {
 		e, nf := m.confirmType(ctx, t, shard, c.gr, c.s)
 		if nf != nil {
 			nf.Resource = gr
 			return kcpcache.HomeRevision{}, nf
+		}
+		if e.Epoch == "" {
+			// Current, its revision not known exactly: nor is the
+			// revision of everything the read covers.
+			inexact = true
+			continue
 		}
 		if entry.Epoch != "" && e.Epoch != entry.Epoch {
 			// The home changed epoch between two of the asks; neither
@@ -232,6 +245,9 @@ func (m *Mirror) confirmWith(ctx context.Context, t target, shard string, gr sch
 			return kcpcache.HomeRevision{}, &NotFresh{Reason: ReasonHomeRestored, Home: t.home, Shard: shard, Resource: gr}
 		}
 		entry.Epoch, entry.Revision = e.Epoch, max(entry.Revision, e.Revision)
+	}
+	if inexact {
+		return kcpcache.HomeRevision{Home: t.home}, nil
 	}
 	return entry, nil
 }

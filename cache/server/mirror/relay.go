@@ -82,26 +82,32 @@ type relayState struct {
 	// at or after them clears them.
 	unsureAll int64
 	unsure    map[string]int64
+	// known are the shards a shard's own resolving answer made known
+	// since unsureAll was set: a list leaves every shard unsure, and a
+	// consistent read asks about its shard alone, so without them no
+	// read of one shard would name the home's revision until the
+	// stream's next wildcard answer.
+	known map[string]bool
 	// confirmedAt is when the home last confirmed the copy here (a
 	// question asked along the path that the copy then caught up with).
 	confirmedAt time.Time
 }
 
 func newRelayState(epoch string, unsureFrom int64) *relayState {
-	return &relayState{epoch: epoch, shards: map[string]int64{}, unsure: map[string]int64{}, unsureAll: max(unsureFrom, 1)}
+	return &relayState{epoch: epoch, shards: map[string]int64{}, unsure: map[string]int64{}, known: map[string]bool{}, unsureAll: max(unsureFrom, 1)}
 }
 
 // lastChange returns the home revision of the last change of shard's data
 // (the wildcard: any shard's), or false when it is not known exactly.
 func (r *relayState) lastChange(shard string) (int64, bool) {
-	if r.unsureAll != 0 {
-		return 0, false
-	}
 	if shard != kcpcache.Wildcard {
-		if _, ok := r.unsure[shard]; ok {
+		if _, ok := r.unsure[shard]; ok || r.unsureAll != 0 && !r.known[shard] {
 			return 0, false
 		}
 		return max(r.base, r.shards[shard]), true
+	}
+	if r.unsureAll != 0 {
+		return 0, false
 	}
 	if len(r.unsure) > 0 {
 		return 0, false
@@ -134,6 +140,7 @@ func (s *stream) relayListed(rev int64, epochs map[string]string) {
 	}
 	for _, r := range s.relayed {
 		r.unsureAll = max(r.unsureAll, rev)
+		r.known = map[string]bool{}
 	}
 	s.m.stateVersion.Add(1)
 }
@@ -185,9 +192,14 @@ func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard
 	s.m.stateVersion.Add(1)
 	if shard != kcpcache.Wildcard {
 		// A shard's answer says nothing of the other shards. The shard's
-		// last change at the relay is the larger of its base and its entry.
+		// last change at the relay is the larger of its base and its entry;
+		// the copy here has every change of the relay up to upTo, a list
+		// before it included, so the shard is known from it on.
 		r.shards[shard] = max(r.shards[shard], rr.Base, rr.Shards[shard])
-		if u, ok := r.unsure[shard]; ok && u <= upTo && r.unsureAll == 0 {
+		if r.unsureAll != 0 && r.unsureAll <= upTo {
+			r.known[shard] = true
+		}
+		if u, ok := r.unsure[shard]; ok && u <= upTo && (r.unsureAll == 0 || r.known[shard]) {
 			delete(r.unsure, shard)
 		}
 		return
@@ -198,6 +210,7 @@ func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard
 	}
 	if r.unsureAll <= upTo {
 		r.unsureAll = 0
+		r.known = map[string]bool{}
 	}
 	for sh, u := range r.unsure {
 		if u <= upTo {
@@ -247,7 +260,7 @@ func (s *stream) homeView(home, shard string) (epoch string, base int64, shards 
 		return s.epoch, s.listRevision, pick(s.changed), s.applied > 0
 	}
 	r, found := s.relayed[home]
-	if !found || r.unsureAll != 0 || !s.followed[home] {
+	if !found || !s.followed[home] || r.unsureAll != 0 && (shard == kcpcache.Wildcard || !r.known[shard]) {
 		return "", 0, nil, false
 	}
 	for sh := range r.unsure {
