@@ -338,6 +338,9 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		// The name was deleted and created again at the home (another
 		// uid): replace the copy.
 		klog.FromContext(ctx).V(4).Info("Replacing a copy", "key", k, "err", err)
+		if err := announceEpoch(ctx, r, k, desired); err != nil {
+			return err
+		}
 		if err := r.Delete(ctx, k.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the copy %v to replace it: %w", k, err)
 		}
@@ -349,6 +352,41 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 	default:
 		return fmt.Errorf("updating the copy %v: %w", k, err)
 	}
+}
+
+// announceEpoch writes the copy k, about to be replaced by desired (the
+// home holds its name with another uid), with desired's home epoch first,
+// when the two came from different epochs of the same home. A cache that
+// takes its copies of the home through this one must hold the home's
+// partitions before it applies anything of the new epoch (restored.go),
+// and a deletion carries the epoch of the copy it deleted: without the
+// announcement it would apply the deletion as the old epoch's, then hold
+// on the new copy's creation, and serve the name absent until its own
+// hold ended (east lost a re-pushed object for 2.3 s after west, its
+// relay, followed a restored south). An object of this cache's own (no
+// home annotation), or a copy of another home, announces nothing.
+func announceEpoch(ctx context.Context, r dynamic.ResourceInterface, k copyKey, desired *unstructured.Unstructured) error {
+	home, epoch := desired.GetAnnotations()[kcpcache.AnnotationHome], desired.GetAnnotations()[kcpcache.AnnotationHomeEpoch]
+	if epoch == "" {
+		return nil
+	}
+	existing, err := r.Get(ctx, k.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the copy %v to replace it: %w", k, err)
+	}
+	a := existing.GetAnnotations()
+	if a[kcpcache.AnnotationHome] != home || a[kcpcache.AnnotationHomeEpoch] == epoch {
+		return nil
+	}
+	a[kcpcache.AnnotationHomeEpoch] = epoch
+	existing.SetAnnotations(a)
+	if _, err := r.Update(ctx, existing, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("announcing the home epoch %s on the copy %v before replacing it: %w", epoch, k, err)
+	}
+	return nil
 }
 
 // stillPeersShard asks the peer for the claim of the shard of u, an object
