@@ -267,9 +267,10 @@ func testRelayHomeRestored(t *testing.T, heartbeats bool, object restoredObject)
 		judgeRestored(t, samples, want, restoreBegan, convergeBegan, epochBefore, epochAfter)
 	}()
 
-	// South is restored from the copy: a new epoch, without "later".
-	restoreBegan = sampler.since()
+	// South is restored from the copy: a new epoch, without "later". From
+	// its stop on, no consistent read can be confirmed with the old epoch.
 	south.stop(t)
+	restoreBegan = sampler.since()
 	if err := os.RemoveAll(south.opts.EtcdDirectory); err != nil {
 		t.Fatal(err)
 	}
