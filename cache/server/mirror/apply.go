@@ -188,7 +188,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			if ok && existing.content == contentOf(s.desiredCopy(u, home)) && existing.homeRevision == s.homeRevisionOf(u, home) {
 				continue
 			}
-			if err := s.applyPeerObject(ctx, u, !ok); err != nil {
+			if err := s.applyPeerObject(ctx, u, !ok, false); err != nil {
 				return err
 			}
 		}
@@ -296,7 +296,9 @@ func olderThan(a, b string) bool {
 // isNew says the copy is likely missing (a watch ADDED event, a list item
 // with no copy here): it is created first, updated only if it exists, which
 // spares a new object the round trip of an update answered NotFound.
-func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew bool) error {
+// holding says the caller holds applyMu (a watch event's apply), which a
+// replacement needs (replaceCopy).
+func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew, holding bool) error {
 	k := keyOf(u)
 	if s.peer.holds.isHeld(k.shard) || !inPartition(u) {
 		return nil
@@ -338,20 +340,39 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		// The name was deleted and created again at the home (another
 		// uid): replace the copy.
 		klog.FromContext(ctx).V(4).Info("Replacing a copy", "key", k, "err", err)
-		if err := announceEpoch(ctx, r, k, desired); err != nil {
-			return err
+		if !holding {
+			s.applyMu.Lock()
+			defer s.applyMu.Unlock()
 		}
-		if err := r.Delete(ctx, k.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the copy %v to replace it: %w", k, err)
-		}
-		if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating the copy %v again: %w", k, err)
-		}
-		writes.WithLabelValues(s.peer.Name, "replace").Inc()
-		return nil
+		return s.replaceCopy(ctx, r, k, desired)
 	default:
 		return fmt.Errorf("updating the copy %v: %w", k, err)
 	}
+}
+
+// replaceCopy replaces the copy k by desired, an object of the same name
+// with another uid: it deletes the copy and creates desired, s.applyMu
+// held. The name is absent from the local storage between the two writes;
+// no stale read is served there: every stale read holds applyMu from
+// before it fixes the local revision it is served at (header.go) until it
+// has, and that revision, after the replacement, counts both writes (the
+// state version moves, so no revision read during the replacement is
+// reused). A replacement was a gap a stale read of the name could fall
+// into: west served a restored south's re-pushed object absent once in
+// 77 reads (TestRelayHomeRestoredWithoutHeartbeatsIsHeldAtEveryHop).
+func (s *stream) replaceCopy(ctx context.Context, r dynamic.ResourceInterface, k copyKey, desired *unstructured.Unstructured) error {
+	defer s.m.stateVersion.Add(1)
+	if err := announceEpoch(ctx, r, k, desired); err != nil {
+		return err
+	}
+	if err := r.Delete(ctx, k.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the copy %v to replace it: %w", k, err)
+	}
+	if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the copy %v again: %w", k, err)
+	}
+	writes.WithLabelValues(s.peer.Name, "replace").Inc()
+	return nil
 }
 
 // announceEpoch writes the copy k, about to be replaced by desired (the
