@@ -487,7 +487,13 @@ func TestRelayShardMovesHomeAcrossHops(t *testing.T) {
 				}
 				t.Logf("reads during the move at %s, consistent=%v: %v (by code; 0: no answer)", cache, consistent, codes)
 			}
-			if n := count(samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }); n < 20 {
+			// East is down for part of the move (its restart): it
+			// must answer once it is back; the others throughout.
+			enough := 20
+			if cache == "east" {
+				enough = 1
+			}
+			if n := count(samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }); n < enough {
 				t.Errorf("only %d stale reads at %s answered during the move: too few to judge", n, cache)
 			}
 		}
