@@ -106,8 +106,10 @@ func TestClaimsLearntFromAPeer(t *testing.T) {
 
 // The table's answer at kcpcache.HomesPath: every claim or one shard's,
 // held or not, with the conflicts; GET only.
-// eastOwnRoute is the route every table of east offers: its own.
-var eastOwnRoute = []kcpcache.Route{{Home: "east", Path: []string{"east"}, Epoch: "e-east"}}
+// eastRoutes are the routes east's table offers with west its one peer:
+// its own, and west's, which it takes from west itself (no mirror tells
+// the table the epoch of its copies here).
+var eastRoutes = []kcpcache.Route{{Home: "east", Path: []string{"east"}, Epoch: "e-east"}, {Home: "west", Path: []string{"east", "west"}}}
 
 func TestTableHandler(t *testing.T) {
 	table, _ := newTable(t, tableConfig{
@@ -120,14 +122,14 @@ func TestTableHandler(t *testing.T) {
 		wantCode            int
 		want                *kcpcache.HomesAnswer
 	}{
-		{"every shard", http.MethodGet, "", http.StatusOK, &kcpcache.HomesAnswer{Cache: "east", Epoch: "e-east", Routes: eastOwnRoute, Claims: []kcpcache.HomeClaim{
+		{"every shard", http.MethodGet, "", http.StatusOK, &kcpcache.HomesAnswer{Cache: "east", Epoch: "e-east", Routes: eastRoutes, Claims: []kcpcache.HomeClaim{
 			{Shard: "s-a", Home: "east", Generation: 1, Held: true, ConflictsWith: "west"},
 			{Shard: "s-b", Home: "west", Generation: 2},
 		}}},
-		{"one shard", http.MethodGet, "?shard=s-b", http.StatusOK, &kcpcache.HomesAnswer{Cache: "east", Epoch: "e-east", Routes: eastOwnRoute, Claims: []kcpcache.HomeClaim{
+		{"one shard", http.MethodGet, "?shard=s-b", http.StatusOK, &kcpcache.HomesAnswer{Cache: "east", Epoch: "e-east", Routes: eastRoutes, Claims: []kcpcache.HomeClaim{
 			{Shard: "s-b", Home: "west", Generation: 2},
 		}}},
-		{"a shard nobody claims", http.MethodGet, "?shard=s-c", http.StatusOK, &kcpcache.HomesAnswer{Cache: "east", Epoch: "e-east", Routes: eastOwnRoute, Claims: []kcpcache.HomeClaim{}}},
+		{"a shard nobody claims", http.MethodGet, "?shard=s-c", http.StatusOK, &kcpcache.HomesAnswer{Cache: "east", Epoch: "e-east", Routes: eastRoutes, Claims: []kcpcache.HomeClaim{}}},
 		{"an invalid shard name", http.MethodGet, "?shard=S_1", http.StatusBadRequest, nil},
 		{"a write", http.MethodPost, "", http.StatusMethodNotAllowed, nil},
 	}
