@@ -608,6 +608,7 @@ func TestRelayDeletionReachesEveryHop(t *testing.T) {
 			t.Fatalf("consistent read of shard-south at south after deleting %s: %v, %s; want %v", gone, partitionsOf(atSouth.items), describe(atSouth.err), s.partitions())
 		}
 		want := revisionOf(south, atSouth)
+		revs := map[string]int64{}
 		for _, at := range []*region{west, east} {
 			got := at.read(ctx, s.name, "")
 			if got.err != nil {
@@ -618,9 +619,11 @@ func TestRelayDeletionReachesEveryHop(t *testing.T) {
 			}
 			if rev := revisionOf(at, got); rev < want {
 				t.Fatalf("consistent read of shard-south at %s right after south acknowledged deleting %s: home revision %d, below south's %d for the same read", at.name, gone, rev, want)
+			} else {
+				revs[at.name] = rev
 			}
 		}
-		t.Logf("deleting %s: south's home revision %d", gone, want)
+		t.Logf("deleting %s: home revision %d at south, %d at west, %d at east", gone, want, revs["west"], revs["east"])
 	}
 	for _, at := range []*region{west, east} {
 		eventually(t, at.name+"'s stale reads of shard-south lose the deleted objects", func(ctx context.Context) error {
