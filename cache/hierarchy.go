@@ -218,9 +218,10 @@ type HomeRevisionAnswer struct {
 	// Revision is the revision of the last change to the asked data that
 	// the cache knows of (at least the revision at which the data last
 	// changed, and every write acknowledged before the request is covered).
-	// In a relayed answer it is the answering cache's own revision at
-	// which its copy holds everything the home had when the question
-	// reached the home.
+	// In a relayed answer it is the answering cache's own revision of the
+	// last change to its copy of the asked data, at which that copy holds
+	// everything the home had when the question reached the home (and
+	// RelayedRevision.Through how long it stayed so).
 	Revision int64 `json:"revision"`
 	// Relayed is set when the answering cache is not the data's home but
 	// relays it (RevisionPath's home parameter, or a shard homed
@@ -241,6 +242,14 @@ type RelayedRevision struct {
 	// shard's last change is the larger of the two.
 	Base   int64            `json:"base"`
 	Shards map[string]int64 `json:"shards,omitempty"`
+	// Through is the answering cache's own storage revision up to which
+	// its copy of the asked data did not change after Revision: an asker
+	// that has applied Revision knows the copy as of Through. Revision is
+	// what a mirror's stream of the type reaches (the revision of a change
+	// of that type); the storage's own revision, which any other write
+	// moves (another type, a persisted claim), may never come in that
+	// stream. Zero: Revision.
+	Through int64 `json:"through,omitempty"`
 }
 
 // RevisionHomeParameter, on RevisionPath, asks a relay for its revision

@@ -24,18 +24,19 @@ const MirrorHookName = "kcp-cache-mirror"
 // newMirror builds the mirror of a cache with peers; nil without peers.
 // It writes its copies through loopback, as system:masters, so that they
 // pass the same storage, admission and watch cache as every other write.
-func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry, local mirror.LocalRevisions, epoch func() string) (*mirror.Mirror, error) {
+func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry, current mirror.StorageRevision, partition mirror.PartitionRevision, epoch func() string) (*mirror.Mirror, error) {
 	if len(c.Peers) == 0 {
 		return nil, nil
 	}
 	return mirror.New(mirror.Config{
-		CacheName:      c.CacheName,
-		Peers:          c.Peers,
-		Local:          loopback,
-		FreshnessWait:  c.FreshnessWait,
-		Homes:          claims,
-		LocalRevisions: local,
-		Epoch:          epoch,
+		CacheName:         c.CacheName,
+		Peers:             c.Peers,
+		Local:             loopback,
+		FreshnessWait:     c.FreshnessWait,
+		Homes:             claims,
+		StorageRevision:   current,
+		PartitionRevision: partition,
+		Epoch:             epoch,
 		Resources: func() []schema.GroupVersionResource {
 			var out []schema.GroupVersionResource
 			for _, r := range plane.Resources() {

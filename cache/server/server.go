@@ -139,7 +139,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		s.plane.Destroy()
 		return nil, err
 	}
-	if s.mirror, err = newMirror(c.extra.Hierarchy, s.homes, generic.LoopbackClientConfig, s.plane, s.homeRevisions, s.epoch.Epoch); err != nil {
+	if s.mirror, err = newMirror(c.extra.Hierarchy, s.homes, generic.LoopbackClientConfig, s.plane, storageRevision(s.etcdClient, c.derived.storage.Prefix), s.homeRevisions.Revision, s.epoch.Epoch); err != nil {
 		s.plane.Destroy()
 		return nil, err
 	}

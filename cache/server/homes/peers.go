@@ -67,7 +67,7 @@ func (t *Table) askPeers(ctx context.Context, shard, only string) (failed map[st
 				return
 			}
 			t.merge(ctx, p.Name, ans.Claims)
-			t.learnRoutes(ctx, p.Name, ans.Routes, ans.PassedOn)
+			t.learnRoutes(p.Name, ans.Routes, ans.PassedOn)
 			for _, s := range ans.Claiming {
 				if shard != "" && s == shard {
 					claiming = append(claiming, p.Name)
@@ -76,6 +76,7 @@ func (t *Table) askPeers(ctx context.Context, shard, only string) (failed map[st
 		})
 	}
 	wg.Wait()
+	t.chooseRoutes(ctx)
 	sort.Strings(claiming)
 	return failed, claiming
 }
@@ -109,8 +110,9 @@ func (t *Table) Run(ctx context.Context) {
 		case <-ticker.C:
 		case <-t.pollNow:
 		}
+		// askPeers chooses the routes again, so that offers that aged
+		// out (a peer that did not answer) stop counting.
 		failed, _ := t.askPeers(ctx, "", "")
-		t.expireRoutes(ctx)
 		if len(failed) > 0 {
 			for name, err := range failed {
 				logger.V(2).Info("Could not read a peer's home claims", "peer", name, "err", err)

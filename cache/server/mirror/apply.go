@@ -188,7 +188,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			if ok && existing.content == contentOf(s.desiredCopy(u, home)) && existing.homeRevision == s.homeRevisionOf(u, home) {
 				continue
 			}
-			if err := s.applyPeerObject(ctx, u, !ok); err != nil {
+			if err := s.applyPeerObject(ctx, u, !ok, false); err != nil {
 				return err
 			}
 		}
@@ -296,7 +296,9 @@ func olderThan(a, b string) bool {
 // isNew says the copy is likely missing (a watch ADDED event, a list item
 // with no copy here): it is created first, updated only if it exists, which
 // spares a new object the round trip of an update answered NotFound.
-func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew bool) error {
+// holding says the caller holds applyMu (a watch event's apply), which a
+// replacement needs (replaceCopy).
+func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructured, isNew, holding bool) error {
 	k := keyOf(u)
 	if s.peer.holds.isHeld(k.shard) || !inPartition(u) {
 		return nil
@@ -338,17 +340,74 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		// The name was deleted and created again at the home (another
 		// uid): replace the copy.
 		klog.FromContext(ctx).V(4).Info("Replacing a copy", "key", k, "err", err)
-		if err := r.Delete(ctx, k.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the copy %v to replace it: %w", k, err)
+		if !holding {
+			s.applyMu.Lock()
+			defer s.applyMu.Unlock()
 		}
-		if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating the copy %v again: %w", k, err)
-		}
-		writes.WithLabelValues(s.peer.Name, "replace").Inc()
-		return nil
+		return s.replaceCopy(ctx, r, k, desired)
 	default:
 		return fmt.Errorf("updating the copy %v: %w", k, err)
 	}
+}
+
+// replaceCopy replaces the copy k by desired, an object of the same name
+// with another uid: it deletes the copy and creates desired, s.applyMu
+// held. The name is absent from the local storage between the two writes;
+// no stale read is served there: every stale read holds applyMu from
+// before it fixes the local revision it is served at (header.go) until it
+// has, and that revision, after the replacement, counts both writes (the
+// state version moves, so no revision read during the replacement is
+// reused). A replacement was a gap a stale read of the name could fall
+// into: west served a restored south's re-pushed object absent once in
+// 77 reads (TestRelayHomeRestoredWithoutHeartbeatsIsHeldAtEveryHop).
+func (s *stream) replaceCopy(ctx context.Context, r dynamic.ResourceInterface, k copyKey, desired *unstructured.Unstructured) error {
+	defer s.m.stateVersion.Add(1)
+	if err := announceEpoch(ctx, r, k, desired); err != nil {
+		return err
+	}
+	if err := r.Delete(ctx, k.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the copy %v to replace it: %w", k, err)
+	}
+	if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating the copy %v again: %w", k, err)
+	}
+	writes.WithLabelValues(s.peer.Name, "replace").Inc()
+	return nil
+}
+
+// announceEpoch writes the copy k, about to be replaced by desired (the
+// home holds its name with another uid), with desired's home epoch first,
+// when the two came from different epochs of the same home. A cache that
+// takes its copies of the home through this one must hold the home's
+// partitions before it applies anything of the new epoch (restored.go),
+// and a deletion carries the epoch of the copy it deleted: without the
+// announcement it would apply the deletion as the old epoch's, then hold
+// on the new copy's creation, and serve the name absent until its own
+// hold ended (east lost a re-pushed object for 2.3 s after west, its
+// relay, followed a restored south). An object of this cache's own (no
+// home annotation), or a copy of another home, announces nothing.
+func announceEpoch(ctx context.Context, r dynamic.ResourceInterface, k copyKey, desired *unstructured.Unstructured) error {
+	home, epoch := desired.GetAnnotations()[kcpcache.AnnotationHome], desired.GetAnnotations()[kcpcache.AnnotationHomeEpoch]
+	if epoch == "" {
+		return nil
+	}
+	existing, err := r.Get(ctx, k.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading the copy %v to replace it: %w", k, err)
+	}
+	a := existing.GetAnnotations()
+	if a[kcpcache.AnnotationHome] != home || a[kcpcache.AnnotationHomeEpoch] == epoch {
+		return nil
+	}
+	a[kcpcache.AnnotationHomeEpoch] = epoch
+	existing.SetAnnotations(a)
+	if _, err := r.Update(ctx, existing, metav1.UpdateOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("announcing the home epoch %s on the copy %v before replacing it: %w", epoch, k, err)
+	}
+	return nil
 }
 
 // stillPeersShard asks the peer for the claim of the shard of u, an object

@@ -101,16 +101,18 @@ func WithHierarchy(handler http.Handler, m *Mirror, cfg ServingConfig) http.Hand
 					}
 					entries = confirmed
 				} else {
-					release := func() {}
+					release, held := func() {}, 0
 					if info.Verb != "watch" {
-						release = m.holdStreams(scope.Shard, gr)
+						release, held = m.holdStreams(scope.Shard, gr)
 					}
 					stale, ages := m.Stale(scope.Shard, gr)
 					entries = stale
 					if len(ages) > 0 {
 						w.Header().Set(kcpcache.FreshnessAgeHeader, kcpcache.FormatFreshnessAges(ages))
 					}
-					if len(entries) > 0 && info.Verb != "watch" {
+					if held > 0 {
+						// With or without entries: served at a revision
+						// fixed while the streams are held (header.go).
 						entries = m.coverStaleRead(req, entries, cfg.StorageRevision, info.Verb == "list")
 					}
 					// A GET keeps the streams until it is answered; a LIST

@@ -217,8 +217,10 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 			case entry.Epoch != "":
 				entries = append(entries, entry)
 			default:
-				// Confirmed without an exact home revision: the answer
-				// goes without a header entry for the home.
+				// Confirmed, but the home's revision of the copy is not
+				// known exactly: the read names no revision of this home
+				// (an entry without an epoch is no revision a reader can
+				// compare).
 			}
 			freshnessChecks.WithLabelValues(t.home, result).Inc()
 		})
@@ -252,7 +254,8 @@ func (m *Mirror) confirmWith(ctx context.Context, t target, shard string, gr sch
 			return kcpcache.HomeRevision{}, nf
 		}
 		if e.Epoch == "" {
-			// Confirmed, but its home revision is not known exactly.
+			// Current, its revision not known exactly: nor is the
+			// revision of everything the read covers.
 			inexact = true
 			continue
 		}

@@ -27,9 +27,17 @@ import (
 //     from the watch cache's snapshots or etcd), so the streams are let go
 //     as soon as the revision is fixed.
 
+//
+// A stale read without a header entry (a partition held, being relisted,
+// or relayed without its home's revision) is served the same way, at a
+// local revision fixed while the streams are held: what it reflects has no
+// revision to name, but it never falls between the two writes of a copy's
+// replacement (apply.go, replaceCopy), where the name is absent.
+
 // holdStreams holds, for reading, applyMu of every stream whose data a read
-// of shard's gr covers, and returns the function that lets them go.
-func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release func()) {
+// of shard's gr covers, and returns the function that lets them go, and
+// how many it holds.
+func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release func(), n int) {
 	targets, _ := m.targetsOf(shard)
 	var held []*stream
 	seen := map[*stream]bool{}
@@ -48,11 +56,16 @@ func (m *Mirror) holdStreams(shard string, gr schema.GroupResource) (release fun
 		for _, s := range held {
 			s.applyMu.RUnlock()
 		}
-	}
+	}, len(held)
 }
 
 // StorageRevision returns the local storage's current revision.
 type StorageRevision func(ctx context.Context) (int64, error)
+
+// PartitionRevision returns the revision of the last change to shard's
+// objects of gr in the local storage (shard kcpcache.Wildcard: any
+// shard's), covering every write acknowledged before the call.
+type PartitionRevision func(ctx context.Context, shard string, gr schema.GroupResource) (int64, error)
 
 // coveringRevision returns a local revision at least as new as every write
 // applied when the header's entries were taken (call it after taking them).

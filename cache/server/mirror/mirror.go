@@ -45,10 +45,13 @@ type Config struct {
 	// objects of a shard are mirrored only when the shard's home is the
 	// peer, or a home this cache's route to goes through the peer.
 	Homes *homes.Table
-	// LocalRevisions answers this cache's own revision of the last change
-	// of a partition's data of a type, copies included, for the answers it
-	// gives as a relay (relay.go); nil: it relays nothing.
-	LocalRevisions LocalRevisions
+	// StorageRevision reads the local storage's revision, and
+	// PartitionRevision the local revision of the last change to a shard's
+	// objects of a type (the wildcard: any shard's) after a barrier, as
+	// homerevision.Tracker.Revision does: for the answers this cache gives
+	// as a relay (relay.go); nil: it relays nothing.
+	StorageRevision   StorageRevision
+	PartitionRevision PartitionRevision
 	// Epoch is this cache's current epoch, named in its relayed answers.
 	Epoch func() string
 }

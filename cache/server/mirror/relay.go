@@ -83,26 +83,32 @@ type relayState struct {
 	// at or after them clears them.
 	unsureAll int64
 	unsure    map[string]int64
+	// known are the shards a shard's own resolving answer made known
+	// since unsureAll was set: a list leaves every shard unsure, and a
+	// consistent read asks about its shard alone, so without them no
+	// read of one shard would name the home's revision until the
+	// stream's next wildcard answer.
+	known map[string]bool
 	// confirmedAt is when the home last confirmed the copy here (a
 	// question asked along the path that the copy then caught up with).
 	confirmedAt time.Time
 }
 
 func newRelayState(epoch string, unsureFrom int64) *relayState {
-	return &relayState{epoch: epoch, shards: map[string]int64{}, unsure: map[string]int64{}, unsureAll: max(unsureFrom, 1)}
+	return &relayState{epoch: epoch, shards: map[string]int64{}, unsure: map[string]int64{}, known: map[string]bool{}, unsureAll: max(unsureFrom, 1)}
 }
 
 // lastChange returns the home revision of the last change of shard's data
 // (the wildcard: any shard's), or false when it is not known exactly.
 func (r *relayState) lastChange(shard string) (int64, bool) {
-	if r.unsureAll != 0 {
-		return 0, false
-	}
 	if shard != kcpcache.Wildcard {
-		if _, ok := r.unsure[shard]; ok {
+		if _, ok := r.unsure[shard]; ok || r.unsureAll != 0 && !r.known[shard] {
 			return 0, false
 		}
 		return max(r.base, r.shards[shard]), true
+	}
+	if r.unsureAll != 0 {
+		return 0, false
 	}
 	if len(r.unsure) > 0 {
 		return 0, false
@@ -135,6 +141,7 @@ func (s *stream) relayListed(rev int64, epochs map[string]string) {
 	}
 	for _, r := range s.relayed {
 		r.unsureAll = max(r.unsureAll, rev)
+		r.known = map[string]bool{}
 	}
 	s.m.stateVersion.Add(1)
 }
@@ -169,25 +176,31 @@ func (s *stream) relayChanged(home, shard, epoch string, rev, homeRev int64, del
 
 // resolve takes a relayed answer about shard (or the wildcard) at peer
 // revision ans.Revision, once the stream has applied it: every change the
-// answer's revisions count is in the copy here, so what was unsure before
-// it is known.
+// answer's revisions count is in the copy here, and the peer's copy did not
+// change from then to through(ans), so what was unsure up to that is known.
 func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard string) {
 	rr := ans.Relayed
+	upTo := through(ans)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.followed[rr.Home] {
 		return
 	}
-	r := s.relayOf(rr.Home, rr.HomeEpoch, ans.Revision)
+	r := s.relayOf(rr.Home, rr.HomeEpoch, upTo)
 	if r.epoch != rr.HomeEpoch {
 		return
 	}
 	s.m.stateVersion.Add(1)
 	if shard != kcpcache.Wildcard {
 		// A shard's answer says nothing of the other shards. The shard's
-		// last change at the relay is the larger of its base and its entry.
+		// last change at the relay is the larger of its base and its entry;
+		// the copy here has every change of the relay up to upTo, a list
+		// before it included, so the shard is known from it on.
 		r.shards[shard] = max(r.shards[shard], rr.Base, rr.Shards[shard])
-		if u, ok := r.unsure[shard]; ok && u <= ans.Revision && r.unsureAll == 0 {
+		if r.unsureAll != 0 && r.unsureAll <= upTo {
+			r.known[shard] = true
+		}
+		if u, ok := r.unsure[shard]; ok && u <= upTo && (r.unsureAll == 0 || r.known[shard]) {
 			delete(r.unsure, shard)
 		}
 		return
@@ -196,11 +209,12 @@ func (s *stream) resolve(ans kcpcache.HomeRevisionAnswer, asked time.Time, shard
 	for sh, rev := range rr.Shards {
 		r.shards[sh] = max(r.shards[sh], rev)
 	}
-	if r.unsureAll <= ans.Revision {
+	if r.unsureAll <= upTo {
 		r.unsureAll = 0
+		r.known = map[string]bool{}
 	}
 	for sh, u := range r.unsure {
-		if u <= ans.Revision {
+		if u <= upTo {
 			delete(r.unsure, sh)
 		}
 	}
@@ -247,7 +261,7 @@ func (s *stream) homeView(home, shard string) (epoch string, base int64, shards 
 		return s.epoch, s.listRevision, pick(s.changed), s.applied > 0
 	}
 	r, found := s.relayed[home]
-	if !found || r.unsureAll != 0 || !s.followed[home] {
+	if !found || !s.followed[home] || r.unsureAll != 0 && (shard == kcpcache.Wildcard || !r.known[shard]) {
 		return "", 0, nil, false
 	}
 	for sh := range r.unsure {
@@ -300,36 +314,50 @@ func (m *Mirror) AnswerRevision(ctx context.Context, shard, home string, gr sche
 	}
 	s := covered[0].s
 	// As for a stale read's header (header.go): the stream is held from
-	// reading its state until the local revision that covers it is fixed.
-	// That revision is the last change of this type here (of the shard,
-	// or of any shard), as a home answers: the asker's stream of the type
-	// reaches it by the type's own events, deletions included, with no
-	// wait for a progress notification that another type's writes would
-	// need.
-	if m.cfg.LocalRevisions == nil {
-		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: errors.New("this cache relays nothing: it tracks no revisions")}
-		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
-	}
+	// reading its state until the local revisions that cover it are fixed.
+	// The answer names two: the last change of the asked data here, which
+	// the asker waits for, and the storage's revision, through which the
+	// copy stayed so. The asker's stream of gr sees only changes of gr:
+	// the storage's revision alone, moved by any other write here (a
+	// heartbeat's copy, a persisted claim), may never come in it, and an
+	// asker waiting for it refused every consistent read of a relayed
+	// home until the next change of gr here.
 	s.applyMu.RLock()
 	epoch, base, shards, ok := s.homeView(home, shard)
-	var local int64
+	var through, local int64
 	var err error
-	if ok {
-		local, err = m.cfg.LocalRevisions.Revision(ctx, shard, gr)
+	if ok && m.cfg.StorageRevision != nil && m.cfg.PartitionRevision != nil {
+		through, err = m.coveringRevision(ctx, m.cfg.StorageRevision)
+		if err == nil {
+			// After the storage's revision: the last change it returns
+			// covers every write up to that revision, so none of the
+			// asked data lies between the two.
+			local, err = m.cfg.PartitionRevision(ctx, shard, gr)
+		}
 	}
 	s.applyMu.RUnlock()
 	switch {
 	case !ok || epoch != entry.Epoch:
 		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: errors.New("the copy changed while it was confirmed")}
 		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
-	case err != nil:
+	case m.cfg.StorageRevision == nil || m.cfg.PartitionRevision == nil || err != nil:
 		nf := &NotFresh{Reason: ReasonMirrorBehind, Home: home, Shard: shard, Resource: gr, Err: fmt.Errorf("the local revision is unknown: %v", err)}
 		return kcpcache.HomeRevisionAnswer{}, refusal(gr, []*NotFresh{nf})
 	}
 	return kcpcache.HomeRevisionAnswer{
 		Cache: m.cfg.CacheName, Epoch: m.cfg.Epoch(), Revision: local,
-		Relayed: &kcpcache.RelayedRevision{Home: home, HomeEpoch: epoch, Path: m.homes.Path(home), Base: base, Shards: shards},
+		Relayed: &kcpcache.RelayedRevision{Home: home, HomeEpoch: epoch, Path: m.homes.Path(home), Base: base, Shards: shards, Through: max(through, local)},
 	}, nil
+}
+
+// through is the relay's revision up to which a relayed answer knows its
+// copy: RelayedRevision.Through, or the answer's revision from a relay that
+// does not send it.
+func through(ans kcpcache.HomeRevisionAnswer) int64 {
+	if ans.Relayed == nil {
+		return ans.Revision
+	}
+	return max(ans.Revision, ans.Relayed.Through)
 }
 
 // refusal is the 503 of a consistent read (or a relayed revision

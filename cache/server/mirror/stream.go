@@ -528,7 +528,7 @@ func (s *stream) applyEvent(ctx context.Context, t watch.EventType, u *unstructu
 	case err != nil:
 	case !take:
 	case t == watch.Added || t == watch.Modified:
-		err = s.applyPeerObject(ctx, u, t == watch.Added)
+		err = s.applyPeerObject(ctx, u, t == watch.Added, true)
 	case t == watch.Deleted:
 		err = s.applyPeerDeletion(ctx, u)
 	}
