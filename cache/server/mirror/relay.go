@@ -302,6 +302,13 @@ func (m *Mirror) AnswerRevision(ctx context.Context, shard, home string, gr sche
 	defer cancel()
 	t := target{src: src, home: home}
 	covered := src.streamsFor(gr)
+	if len(covered) == 0 {
+		// A type this cache started serving since the mirror last looked
+		// (a type created at the home moments ago: kcp's identity
+		// resources): look now and wait for its stream, as a consistent
+		// read here would (confirmWith).
+		covered = m.awaitStreams(ctx, src, gr)
+	}
 	if len(covered) != 1 {
 		// No stream yet, or a resource served without identity (one
 		// stream per identity, no one revision for them all).
