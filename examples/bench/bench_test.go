@@ -352,6 +352,45 @@ func TestRegionsFlags(t *testing.T) {
 	}
 }
 
+// The chain peers each cache with its neighbours only, and its paths run
+// hop by hop; the tree's streams are peers × types per cache, against a
+// full mesh's six peers each.
+func TestRelayGraphsAndStreams(t *testing.T) {
+	chain := chainOf("home", "r1", "r2", "r3")
+	for name, want := range map[string][]string{"home": {"r1"}, "r1": {"home", "r2"}, "r2": {"r1", "r3"}, "r3": {"r2"}} {
+		if !slices.Equal(chain[name], want) {
+			t.Errorf("%s peers %v, want %v", name, chain[name], want)
+		}
+	}
+	if got, want := chain.path("r3", "home"), []string{"r3", "r2", "r1", "home"}; !slices.Equal(got, want) {
+		t.Errorf("path r3 -> home = %v, want %v", got, want)
+	}
+	if got := graphOf([2]string{"a", "b"}, [2]string{"c", "d"}).path("a", "d"); got != nil {
+		t.Errorf("a path between unconnected caches: %v", got)
+	}
+	tree, names := relayTree()
+	if len(names) != 7 || len(tree) != 7 {
+		t.Fatalf("the tree has %d names and %d caches, want 7", len(names), len(tree))
+	}
+	if got, want := tree.path("zone-b2", "zone-a1"), []string{"zone-b2", "region-b", "global", "region-a", "zone-a1"}; !slices.Equal(got, want) {
+		t.Errorf("path zone-b2 -> zone-a1 = %v, want %v", got, want)
+	}
+	const types = 10
+	f := tree.streamFigures(types)
+	for name, want := range map[string]int{"global": 20, "region-a": 30, "region-b": 30, "zone-a1": 10, "zone-b2": 10} {
+		if f.perCache[name] != want {
+			t.Errorf("%s runs %d streams, want %d", name, f.perCache[name], want)
+		}
+	}
+	if f.max != 30 || f.total != 120 {
+		t.Errorf("tree: max %d, total %d streams; want 30, 120", f.max, f.total)
+	}
+	mesh := fullMeshOf(names...).streamFigures(types)
+	if mesh.max != 60 || mesh.total != 420 || len(mesh.perCache) != 7 {
+		t.Errorf("full mesh: max %d, total %d streams over %d caches; want 60, 420, 7", mesh.max, mesh.total, len(mesh.perCache))
+	}
+}
+
 // Rows sort by their ID's number first: the regions' 10a..10e follow 9d;
 // the scale phase's by size, then letter, the rows across sizes last.
 func TestRowsSortByIDNumber(t *testing.T) {
