@@ -275,15 +275,15 @@ func TestPhasesFlag(t *testing.T) {
 	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
 		t.Errorf("phases = %v, want load and churn", c.phases)
 	}
-	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-3 || all.phases["storm"] || all.phases["regions"] || all.phases["scale"] {
-		t.Errorf("default phases = %v (%v), want all of %v but storm, regions and scale", all.phases, err, phases)
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-4 || all.phases["storm"] || all.phases["regions"] || all.phases["relays"] || all.phases["scale"] {
+		t.Errorf("default phases = %v (%v), want all of %v but storm, regions, relays and scale", all.phases, err, phases)
 	}
-	for _, alone := range []string{"storm", "regions", "scale"} {
+	for _, alone := range []string{"storm", "regions", "relays", "scale"} {
 		if c, err := parseFlags([]string{"-phases", alone}); err != nil || len(c.phases) != 1 || !c.phases[alone] {
 			t.Errorf("-phases %s = %v (%v)", alone, c.phases, err)
 		}
 	}
-	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale"} {
+	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale", "relays,scale"} {
 		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
 			t.Errorf("-phases %s was accepted", bad)
 		}
@@ -349,6 +349,24 @@ func TestRegionsFlags(t *testing.T) {
 	}
 	if c.regionsObjects != 20 || c.regionsInterval != 10*time.Millisecond || c.regionsGets != 30 || c.regionsMemoryObjects != 400 {
 		t.Errorf("regions config = %+v", c)
+	}
+}
+
+func TestRelaysFlags(t *testing.T) {
+	for _, bad := range [][]string{{"-relays-objects", "0"}, {"-relays-interval", "0s"}, {"-relays-gets", "0"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+	c, err := parseFlags([]string{"-phases", "relays", "-relays-objects", "20", "-relays-interval", "10ms", "-relays-gets", "30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.relaysObjects != 20 || c.relaysInterval != 10*time.Millisecond || c.relaysGets != 30 {
+		t.Errorf("relays config = %+v", c)
+	}
+	if d, err := parseFlags(nil); err != nil || d.relaysObjects != 300 || d.relaysInterval != 50*time.Millisecond || d.relaysGets != 300 {
+		t.Errorf("relays defaults = %d, %v, %d (%v); want 300, 50ms, 300", d.relaysObjects, d.relaysInterval, d.relaysGets, err)
 	}
 }
 
