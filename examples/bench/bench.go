@@ -127,6 +127,7 @@ func (b *bench) runPhases(ctx context.Context) error {
 		{"churn", b.churn},
 		{"storm", b.listStorm},
 		{"regions", b.regions},
+		{"relays", b.relays},
 	}
 	for _, s := range steps {
 		if s.name == "churn" && b.cfg.churnObjects == 0 || !b.cfg.phases[s.name] {

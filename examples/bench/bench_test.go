@@ -275,15 +275,15 @@ func TestPhasesFlag(t *testing.T) {
 	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
 		t.Errorf("phases = %v, want load and churn", c.phases)
 	}
-	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-3 || all.phases["storm"] || all.phases["regions"] || all.phases["scale"] {
-		t.Errorf("default phases = %v (%v), want all of %v but storm, regions and scale", all.phases, err, phases)
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-4 || all.phases["storm"] || all.phases["regions"] || all.phases["relays"] || all.phases["scale"] {
+		t.Errorf("default phases = %v (%v), want all of %v but storm, regions, relays and scale", all.phases, err, phases)
 	}
-	for _, alone := range []string{"storm", "regions", "scale"} {
+	for _, alone := range []string{"storm", "regions", "relays", "scale"} {
 		if c, err := parseFlags([]string{"-phases", alone}); err != nil || len(c.phases) != 1 || !c.phases[alone] {
 			t.Errorf("-phases %s = %v (%v)", alone, c.phases, err)
 		}
 	}
-	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale"} {
+	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale", "relays,scale"} {
 		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
 			t.Errorf("-phases %s was accepted", bad)
 		}
@@ -349,6 +349,63 @@ func TestRegionsFlags(t *testing.T) {
 	}
 	if c.regionsObjects != 20 || c.regionsInterval != 10*time.Millisecond || c.regionsGets != 30 || c.regionsMemoryObjects != 400 {
 		t.Errorf("regions config = %+v", c)
+	}
+}
+
+func TestRelaysFlags(t *testing.T) {
+	for _, bad := range [][]string{{"-relays-objects", "0"}, {"-relays-interval", "0s"}, {"-relays-gets", "0"}} {
+		if _, err := parseFlags(bad); err == nil {
+			t.Errorf("%v was accepted", bad)
+		}
+	}
+	c, err := parseFlags([]string{"-phases", "relays", "-relays-objects", "20", "-relays-interval", "10ms", "-relays-gets", "30"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.relaysObjects != 20 || c.relaysInterval != 10*time.Millisecond || c.relaysGets != 30 {
+		t.Errorf("relays config = %+v", c)
+	}
+	if d, err := parseFlags(nil); err != nil || d.relaysObjects != 300 || d.relaysInterval != 50*time.Millisecond || d.relaysGets != 300 {
+		t.Errorf("relays defaults = %d, %v, %d (%v); want 300, 50ms, 300", d.relaysObjects, d.relaysInterval, d.relaysGets, err)
+	}
+}
+
+// The chain peers each cache with its neighbours only, and its paths run
+// hop by hop; the tree's streams are peers × types per cache, against a
+// full mesh's six peers each.
+func TestRelayGraphsAndStreams(t *testing.T) {
+	chain := chainOf("home", "r1", "r2", "r3")
+	for name, want := range map[string][]string{"home": {"r1"}, "r1": {"home", "r2"}, "r2": {"r1", "r3"}, "r3": {"r2"}} {
+		if !slices.Equal(chain[name], want) {
+			t.Errorf("%s peers %v, want %v", name, chain[name], want)
+		}
+	}
+	if got, want := chain.path("r3", "home"), []string{"r3", "r2", "r1", "home"}; !slices.Equal(got, want) {
+		t.Errorf("path r3 -> home = %v, want %v", got, want)
+	}
+	if got := graphOf([2]string{"a", "b"}, [2]string{"c", "d"}).path("a", "d"); got != nil {
+		t.Errorf("a path between unconnected caches: %v", got)
+	}
+	tree, names := relayTree()
+	if len(names) != 7 || len(tree) != 7 {
+		t.Fatalf("the tree has %d names and %d caches, want 7", len(names), len(tree))
+	}
+	if got, want := tree.path("zone-b2", "zone-a1"), []string{"zone-b2", "region-b", "global", "region-a", "zone-a1"}; !slices.Equal(got, want) {
+		t.Errorf("path zone-b2 -> zone-a1 = %v, want %v", got, want)
+	}
+	const types = 10
+	f := tree.streamFigures(types)
+	for name, want := range map[string]int{"global": 20, "region-a": 30, "region-b": 30, "zone-a1": 10, "zone-b2": 10} {
+		if f.perCache[name] != want {
+			t.Errorf("%s runs %d streams, want %d", name, f.perCache[name], want)
+		}
+	}
+	if f.max != 30 || f.total != 120 {
+		t.Errorf("tree: max %d, total %d streams; want 30, 120", f.max, f.total)
+	}
+	mesh := fullMeshOf(names...).streamFigures(types)
+	if mesh.max != 60 || mesh.total != 420 || len(mesh.perCache) != 7 {
+		t.Errorf("full mesh: max %d, total %d streams over %d caches; want 60, 420, 7", mesh.max, mesh.total, len(mesh.perCache))
 	}
 }
 

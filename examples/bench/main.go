@@ -73,6 +73,10 @@ type config struct {
 	regionsInterval      time.Duration
 	regionsGets          int
 	regionsMemoryObjects int
+	// The relays phase's sizes (see relays).
+	relaysObjects  int
+	relaysInterval time.Duration
+	relaysGets     int
 	// The scale phase's sizes and servers (see scale.go).
 	scaleSizes        []int
 	scaleShards       int
@@ -91,15 +95,15 @@ type config struct {
 	phases map[string]bool
 }
 
-var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions", "scale"}
+var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions", "relays", "scale"}
 
-// defaultPhases leave the storm, the regions and the scale phase out: each
-// takes minutes of its own (the storm mostly waiting for memory to come
-// back, the regions starting two more servers and a mirror's initial sync,
-// the scale phase loading up to a quarter of a million objects into
-// server processes of its own) and is run alone, -phases storm, regions or
-// scale.
-var defaultPhases = phases[:len(phases)-3]
+// defaultPhases leave the storm, the regions, the relays and the scale
+// phase out: each takes minutes of its own (the storm mostly waiting for
+// memory to come back, the regions starting two more servers and a
+// mirror's initial sync, the relays a chain of four, the scale phase
+// loading up to a quarter of a million objects into server processes of
+// its own) and is run alone, -phases storm, regions, relays or scale.
+var defaultPhases = phases[:len(phases)-4]
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -140,6 +144,9 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.regionsInterval, "regions-interval", 50*time.Millisecond, "pace of the regions phase's creates (one per interval)")
 	fs.IntVar(&c.regionsGets, "regions-gets", 300, "GETs of each kind in the regions phase (consistent at the mirror, consistent at the home, resourceVersion=0 at the mirror)")
 	fs.IntVar(&c.regionsMemoryObjects, "regions-memory-objects", 5000, "objects loaded at the home and then mirrored for the regions phase's memory per object")
+	fs.IntVar(&c.relaysObjects, "relays-objects", 300, "objects a shard creates at the home of the relays phase's chain, one at a time, while a watch at each cache records when each appears (their GETs follow)")
+	fs.DurationVar(&c.relaysInterval, "relays-interval", 50*time.Millisecond, "pace of the relays phase's creates (one per interval)")
+	fs.IntVar(&c.relaysGets, "relays-gets", 300, "reads of each kind in the relays phase (consistent GETs at each cache of the chain, resourceVersion=0 GETs at each mirror, the revision question at each cache on the path)")
 	sizes := fs.String("sizes", "10000,50000,250000", "object counts the scale phase measures, each in fresh server processes")
 	fs.IntVar(&c.scaleShards, "scale-shards", 200, "shards the scale phase's data set is spread over (one informer each in its relist burst)")
 	fs.IntVar(&c.scaleClusters, "scale-clusters", 50, "logical clusters per shard in the scale phase")
@@ -201,6 +208,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-storm-objects must be at least 100, -storm-lists, -storm-duration and -storm-gets-for positive, -storm-after not negative")
 	case c.regionsObjects < 1 || c.regionsInterval <= 0 || c.regionsGets < 1 || c.regionsMemoryObjects < 100:
 		return c, fmt.Errorf("-regions-objects, -regions-interval and -regions-gets must be positive, -regions-memory-objects at least 100")
+	case c.relaysObjects < 1 || c.relaysInterval <= 0 || c.relaysGets < 1:
+		return c, fmt.Errorf("-relays-objects, -relays-interval and -relays-gets must be positive")
 	}
 	c.scaleInformers = c.scaleShards
 	if *serverArgs != "" {

@@ -56,13 +56,17 @@ type regionCache struct {
 // regionPeerToken is the bearer token with which cache from reads cache to.
 func regionPeerToken(from, to string) string { return "bench-peer-" + from + "-reads-" + to }
 
-// startRegion starts cache name under dir; its peer (the other cache)
-// authenticates with a static token as kcpcache.PeerUser(peer). peers are
-// --peer values (NAME=KUBECONFIG), none for a cache that does not mirror.
-func (b *bench) startRegion(ctx context.Context, dir, name, peer string, peers []string) (*regionCache, error) {
+// startRegion starts cache name under dir; the caches that read it
+// (readers, its peers) authenticate with static tokens as
+// kcpcache.PeerUser(reader). peers are --peer values (NAME=KUBECONFIG),
+// none for a cache that does not mirror.
+func (b *bench) startRegion(ctx context.Context, dir, name string, readers, peers []string) (*regionCache, error) {
 	r := &regionCache{name: name, dir: dir, tokenFile: filepath.Join(dir, "tokens.csv")}
-	line := fmt.Sprintf("%s,%s,%s\n", regionPeerToken(peer, name), kcpcache.PeerUser(peer), peer)
-	if err := os.WriteFile(r.tokenFile, []byte(line), 0o600); err != nil {
+	var lines strings.Builder
+	for _, reader := range readers {
+		fmt.Fprintf(&lines, "%s,%s,%s\n", regionPeerToken(reader, name), kcpcache.PeerUser(reader), reader)
+	}
+	if err := os.WriteFile(r.tokenFile, []byte(lines.String()), 0o600); err != nil {
 		return nil, err
 	}
 	srv, err := inprocess.Cache(ctx, dir, 0, r.flags(b.cfg.serverFlags, peers))
@@ -182,7 +186,7 @@ func (b *bench) regions(ctx context.Context) error {
 	// b first, without peers: a's --peer needs b's serving certificate.
 	// b peers with a only after a holds the memory data set.
 	progress("regions: starting cache %s (the mirror, not yet peering) and cache %s (the home, peering with %s)", mirrorCache, homeCache, mirrorCache)
-	mirror, err := b.startRegion(ctx, filepath.Join(dir, mirrorCache), mirrorCache, homeCache, nil)
+	mirror, err := b.startRegion(ctx, filepath.Join(dir, mirrorCache), mirrorCache, []string{homeCache}, nil)
 	if err != nil {
 		return err
 	}
@@ -191,7 +195,7 @@ func (b *bench) regions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	home, err := b.startRegion(ctx, filepath.Join(dir, homeCache), homeCache, mirrorCache, []string{homePeer})
+	home, err := b.startRegion(ctx, filepath.Join(dir, homeCache), homeCache, []string{mirrorCache}, []string{homePeer})
 	if err != nil {
 		return err
 	}
