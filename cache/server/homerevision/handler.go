@@ -70,9 +70,7 @@ func Handler(t *Tracker, name string, epoch func() string, elsewhere func(shard 
 				writeStatus(w, status)
 				return
 			}
-			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("Cache-Control", "no-store")
-			_ = json.NewEncoder(w).Encode(answer)
+			writeAnswer(w, answer)
 			return
 		}
 		if elsewhere != nil && shard != kcpcache.Wildcard {
@@ -106,9 +104,7 @@ func Handler(t *Tracker, name string, epoch func() string, elsewhere func(shard 
 			writeStatus(w, status)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(answer)
+		writeAnswer(w, answer)
 	})
 }
 
@@ -185,6 +181,13 @@ func validateResource(resource string) error {
 		return fmt.Errorf("resource %q: the identity after \":\" must be lowercase letters and digits", resource)
 	}
 	return nil
+}
+
+// writeAnswer answers a revision question's answer as JSON.
+func writeAnswer(w http.ResponseWriter, answer kcpcache.HomeRevisionAnswer) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(answer)
 }
 
 // writeStatus answers with err's Status as JSON, the one encoding of this
