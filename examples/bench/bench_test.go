@@ -145,6 +145,9 @@ func TestAPIExportSpecHasTheRequestedSize(t *testing.T) {
 	if got, want := etcdKey("/cache", kcpcache.Scope{Shard: "s", Cluster: "c"}, "x"), "/cache/apis.kcp.io/apiexports/s/c/x"; got != want {
 		t.Errorf("etcdKey = %q, want %q", got, want)
 	}
+	if got, want := typeKeyPrefix("/cache", idleType), "/cache/apis.kcp.io/apiresourceschemas/"; got != want {
+		t.Errorf("typeKeyPrefix = %q, want %q", got, want)
+	}
 }
 
 func TestParseProcFiles(t *testing.T) {
