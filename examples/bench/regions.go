@@ -64,7 +64,12 @@ func regionPeerToken(from, to string) string { return "bench-peer-" + from + "-r
 // kcpcache.PeerUser(reader). peers are --peer values (NAME=KUBECONFIG),
 // none for a cache that does not mirror.
 func (b *bench) startRegion(ctx context.Context, dir, name string, readers, peers []string) (*regionCache, error) {
-	r := &regionCache{name: name, dir: dir, tokenFile: filepath.Join(dir, "tokens.csv")}
+	return b.startRegionWith(ctx, dir, name, readers, peers, nil)
+}
+
+// startRegionWith is startRegion for a cache with --pass-on values.
+func (b *bench) startRegionWith(ctx context.Context, dir, name string, readers, peers, passOn []string) (*regionCache, error) {
+	r := &regionCache{name: name, dir: dir, tokenFile: filepath.Join(dir, "tokens.csv"), passOn: passOn}
 	var lines strings.Builder
 	for _, reader := range readers {
 		fmt.Fprintf(&lines, "%s,%s,%s\n", regionPeerToken(reader, name), kcpcache.PeerUser(reader), reader)
