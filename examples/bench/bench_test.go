@@ -145,6 +145,9 @@ func TestAPIExportSpecHasTheRequestedSize(t *testing.T) {
 	if got, want := etcdKey("/cache", kcpcache.Scope{Shard: "s", Cluster: "c"}, "x"), "/cache/apis.kcp.io/apiexports/s/c/x"; got != want {
 		t.Errorf("etcdKey = %q, want %q", got, want)
 	}
+	if got, want := typeKeyPrefix("/cache", idleType), "/cache/apis.kcp.io/apiresourceschemas/"; got != want {
+		t.Errorf("typeKeyPrefix = %q, want %q", got, want)
+	}
 }
 
 func TestParseProcFiles(t *testing.T) {
@@ -353,20 +356,20 @@ func TestRegionsFlags(t *testing.T) {
 }
 
 func TestRelaysFlags(t *testing.T) {
-	for _, bad := range [][]string{{"-relays-objects", "0"}, {"-relays-interval", "0s"}, {"-relays-gets", "0"}} {
+	for _, bad := range [][]string{{"-relays-objects", "0"}, {"-relays-interval", "0s"}, {"-relays-gets", "0"}, {"-relays-curated-objects", "99"}, {"-relays-curated-objects", "many"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v was accepted", bad)
 		}
 	}
-	c, err := parseFlags([]string{"-phases", "relays", "-relays-objects", "20", "-relays-interval", "10ms", "-relays-gets", "30"})
+	c, err := parseFlags([]string{"-phases", "relays", "-relays-objects", "20", "-relays-interval", "10ms", "-relays-gets", "30", "-relays-curated-objects", "100"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.relaysObjects != 20 || c.relaysInterval != 10*time.Millisecond || c.relaysGets != 30 {
+	if c.relaysObjects != 20 || c.relaysInterval != 10*time.Millisecond || c.relaysGets != 30 || c.relaysCuratedObjects != 100 {
 		t.Errorf("relays config = %+v", c)
 	}
-	if d, err := parseFlags(nil); err != nil || d.relaysObjects != 300 || d.relaysInterval != 50*time.Millisecond || d.relaysGets != 300 {
-		t.Errorf("relays defaults = %d, %v, %d (%v); want 300, 50ms, 300", d.relaysObjects, d.relaysInterval, d.relaysGets, err)
+	if d, err := parseFlags(nil); err != nil || d.relaysObjects != 300 || d.relaysInterval != 50*time.Millisecond || d.relaysGets != 300 || d.relaysCuratedObjects != 2000 {
+		t.Errorf("relays defaults = %d, %v, %d, %d (%v); want 300, 50ms, 300, 2000", d.relaysObjects, d.relaysInterval, d.relaysGets, d.relaysCuratedObjects, err)
 	}
 }
 
@@ -575,5 +578,26 @@ func TestMemoryLimitCountsOOMKills(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-phases", "scale", "-scale-memory-limit", "six"}); err == nil {
 		t.Error("-scale-memory-limit six was accepted")
+	}
+}
+
+// The curated measurement's region passes on to global only the first of
+// its two types, as the cache server parses --pass-on.
+func TestCuratedPassOn(t *testing.T) {
+	o := options.NewOptions()
+	o.Hierarchy.PassOn = curatedPassOn()
+	got, err := o.Hierarchy.PassOnResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"apiexports.apis.kcp.io"}; len(got) != 1 || !slices.Equal(got[curatedGlobal], want) {
+		t.Errorf("--pass-on %v parses as %v, want %s=%v", o.Hierarchy.PassOn, got, curatedGlobal, want)
+	}
+	if len(curatedTypes) != 2 || curatedTypes[1].gvr != idleType {
+		t.Errorf("curated types %v, want apiexports and %s", curatedTypes, idleType.Resource)
+	}
+	h := curatedHeld{listed: map[string]int{"apiexports.apis.kcp.io": 20}, stored: map[string]int64{"apiexports.apis.kcp.io": 20}}
+	if h.total() != 20 || storedText(h) != "apiexports 20, apiresourceschemas 0" {
+		t.Errorf("held %d, stored %q", h.total(), storedText(h))
 	}
 }

@@ -77,6 +77,10 @@ type config struct {
 	relaysObjects  int
 	relaysInterval time.Duration
 	relaysGets     int
+	// relaysCuratedObjects are the objects of each of two types the
+	// relays phase's curated-promotion memory measurement loads at its
+	// region (see curated.go).
+	relaysCuratedObjects int
 	// The scale phase's sizes and servers (see scale.go).
 	scaleSizes        []int
 	scaleShards       int
@@ -147,6 +151,7 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.relaysObjects, "relays-objects", 300, "objects a shard creates at the home of the relays phase's chain, one at a time, while a watch at each cache records when each appears (their GETs follow)")
 	fs.DurationVar(&c.relaysInterval, "relays-interval", 50*time.Millisecond, "pace of the relays phase's creates (one per interval)")
 	fs.IntVar(&c.relaysGets, "relays-gets", 300, "reads of each kind in the relays phase (consistent GETs at each cache of the chain, resourceVersion=0 GETs at each mirror, the revision question at each cache on the path)")
+	fs.IntVar(&c.relaysCuratedObjects, "relays-curated-objects", 2000, "objects of each of two types (apiexports, apiresourceschemas) loaded at a region for the relays phase's memory of an upstream global cache that holds everything against one the region passes on only apiexports to (--pass-on)")
 	sizes := fs.String("sizes", "10000,50000,250000", "object counts the scale phase measures, each in fresh server processes")
 	fs.IntVar(&c.scaleShards, "scale-shards", 200, "shards the scale phase's data set is spread over (one informer each in its relist burst)")
 	fs.IntVar(&c.scaleClusters, "scale-clusters", 50, "logical clusters per shard in the scale phase")
@@ -208,8 +213,8 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-storm-objects must be at least 100, -storm-lists, -storm-duration and -storm-gets-for positive, -storm-after not negative")
 	case c.regionsObjects < 1 || c.regionsInterval <= 0 || c.regionsGets < 1 || c.regionsMemoryObjects < 100:
 		return c, fmt.Errorf("-regions-objects, -regions-interval and -regions-gets must be positive, -regions-memory-objects at least 100")
-	case c.relaysObjects < 1 || c.relaysInterval <= 0 || c.relaysGets < 1:
-		return c, fmt.Errorf("-relays-objects, -relays-interval and -relays-gets must be positive")
+	case c.relaysObjects < 1 || c.relaysInterval <= 0 || c.relaysGets < 1 || c.relaysCuratedObjects < 100:
+		return c, fmt.Errorf("-relays-objects, -relays-interval and -relays-gets must be positive, -relays-curated-objects at least 100")
 	}
 	c.scaleInformers = c.scaleShards
 	if *serverArgs != "" {

@@ -61,7 +61,13 @@ func etcdKey(etcdPrefix string, s kcpcache.Scope, name string) string {
 
 // resourceKeyPrefix is the etcd prefix of every apiexport in the cache.
 func resourceKeyPrefix(etcdPrefix string) string {
-	return strings.Join([]string{etcdPrefix, apiExports.Group, apiExports.Resource}, "/") + "/"
+	return typeKeyPrefix(etcdPrefix, apiExports)
+}
+
+// typeKeyPrefix is the etcd prefix of every object of gvr in the cache
+// (not of another resource whose name starts with gvr's).
+func typeKeyPrefix(etcdPrefix string, gvr schema.GroupVersionResource) string {
+	return strings.Join([]string{etcdPrefix, gvr.Group, gvr.Resource}, "/") + "/"
 }
 
 // apiExportSpec builds an APIExport-like spec whose JSON encoding is exactly

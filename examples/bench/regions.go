@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -51,6 +52,8 @@ type regionCache struct {
 	tokenFile string
 	srv       *cachetest.Server
 	admin     *http.Client
+	// passOn are the cache's --pass-on values from its next (re)start on.
+	passOn []string
 }
 
 // regionPeerToken is the bearer token with which cache from reads cache to.
@@ -61,7 +64,12 @@ func regionPeerToken(from, to string) string { return "bench-peer-" + from + "-r
 // kcpcache.PeerUser(reader). peers are --peer values (NAME=KUBECONFIG),
 // none for a cache that does not mirror.
 func (b *bench) startRegion(ctx context.Context, dir, name string, readers, peers []string) (*regionCache, error) {
-	r := &regionCache{name: name, dir: dir, tokenFile: filepath.Join(dir, "tokens.csv")}
+	return b.startRegionWith(ctx, dir, name, readers, peers, nil)
+}
+
+// startRegionWith is startRegion for a cache with --pass-on values.
+func (b *bench) startRegionWith(ctx context.Context, dir, name string, readers, peers, passOn []string) (*regionCache, error) {
+	r := &regionCache{name: name, dir: dir, tokenFile: filepath.Join(dir, "tokens.csv"), passOn: passOn}
 	var lines strings.Builder
 	for _, reader := range readers {
 		fmt.Fprintf(&lines, "%s,%s,%s\n", regionPeerToken(reader, name), kcpcache.PeerUser(reader), reader)
@@ -84,12 +92,14 @@ func (b *bench) startRegion(ctx context.Context, dir, name string, readers, peer
 // flags are the cache's options: the bench's -server-flag values, then its
 // place in the hierarchy (production's freshness wait, the default).
 func (r *regionCache) flags(serverFlags []string, peers []string) func(*options.Options) {
+	passOn := r.passOn
 	return func(o *options.Options) {
 		// Checked when the bench started (startServer).
 		_ = applyServerFlags(o, serverFlags)
 		o.Authentication.TokenAuthFile = r.tokenFile
 		o.Hierarchy.CacheName = r.name
 		o.Hierarchy.Peers = peers
+		o.Hierarchy.PassOn = passOn
 	}
 }
 
@@ -113,18 +123,28 @@ func (r *regionCache) peerFlag(from string) (string, error) {
 
 // resource is an admin client of apiexports in scope s at this cache.
 func (r *regionCache) resource(s kcpcache.Scope) (dynamic.ResourceInterface, error) {
+	return r.resourceOf(s, apiExports)
+}
+
+// resourceOf is an admin client of gvr in scope s at this cache.
+func (r *regionCache) resourceOf(s kcpcache.Scope, gvr schema.GroupVersionResource) (dynamic.ResourceInterface, error) {
 	cfg := r.srv.Config()
 	cfg.Host = kcpcache.JoinHostPath(cfg.Host, kcpcache.ScopedPathPrefix(s))
 	dc, err := dynamic.NewForConfigAndClient(cfg, r.admin)
 	if err != nil {
 		return nil, err
 	}
-	return dc.Resource(apiExports), nil
+	return dc.Resource(gvr), nil
 }
 
 // storedCount is how many apiexports this cache's etcd holds.
 func (r *regionCache) storedCount(ctx context.Context) (int64, error) {
-	resp, err := r.srv.EtcdClient().Get(ctx, resourceKeyPrefix(r.srv.EtcdPrefix()), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	return r.storedCountOf(ctx, apiExports)
+}
+
+// storedCountOf is how many objects of gvr this cache's etcd holds.
+func (r *regionCache) storedCountOf(ctx context.Context, gvr schema.GroupVersionResource) (int64, error) {
+	resp, err := r.srv.EtcdClient().Get(ctx, typeKeyPrefix(r.srv.EtcdPrefix(), gvr), clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil {
 		return 0, err
 	}
@@ -141,6 +161,10 @@ type shardWriters struct {
 }
 
 func (w *shardWriters) resource(s kcpcache.Scope) (dynamic.ResourceInterface, error) {
+	return w.resourceOf(s, apiExports)
+}
+
+func (w *shardWriters) resourceOf(s kcpcache.Scope, gvr schema.GroupVersionResource) (dynamic.ResourceInterface, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cfg := rest.AnonymousClientConfig(w.srv.Config())
@@ -161,7 +185,7 @@ func (w *shardWriters) resource(s kcpcache.Scope) (dynamic.ResourceInterface, er
 	if err != nil {
 		return nil, err
 	}
-	return dc.Resource(apiExports), nil
+	return dc.Resource(gvr), nil
 }
 
 // regions measures a hierarchy of two caches in this process: a home (a),
@@ -298,6 +322,12 @@ func (b *bench) regionsMemory(ctx context.Context, home, mirror *regionCache, wr
 // createAt creates objects prefix-00000 .. prefix-(n-1) of the data set in
 // their partitions through writers, conc at a time.
 func (b *bench) createAt(ctx context.Context, writers *shardWriters, prefix string, n, conc int) (time.Duration, error) {
+	return b.createTypedAt(ctx, writers, apiExports, "APIExport", prefix, n, conc)
+}
+
+// createTypedAt is createAt for objects of gvr, of kind: the data set's
+// objects with that type's apiVersion and kind.
+func (b *bench) createTypedAt(ctx context.Context, writers *shardWriters, gvr schema.GroupVersionResource, kind, prefix string, n, conc int) (time.Duration, error) {
 	var next atomic.Int64
 	start := time.Now()
 	err := parallel(conc, func() error {
@@ -307,7 +337,7 @@ func (b *bench) createAt(ctx context.Context, writers *shardWriters, prefix stri
 				return nil
 			}
 			s := b.l.scopeOf(i)
-			r, err := writers.resource(s)
+			r, err := writers.resourceOf(s, gvr)
 			if err != nil {
 				return err
 			}
@@ -315,6 +345,8 @@ func (b *bench) createAt(ctx context.Context, writers *shardWriters, prefix stri
 			if err != nil {
 				return err
 			}
+			obj.SetAPIVersion(gvr.GroupVersion().String())
+			obj.SetKind(kind)
 			if _, err := r.Create(ctx, obj, createOptions); err != nil {
 				return fmt.Errorf("creating %s in %s: %w", obj.GetName(), s, err)
 			}

@@ -282,9 +282,11 @@ type relaysReads struct {
 // GET at each hop against one at the home and a stale GET at the same
 // cache, the revision question each hop answers, consistent LISTs of a
 // type the shard never writes at each hop while it writes another (and
-// how long after the writes that type is read consistently again); and the
+// how long after the writes that type is read consistently again); the
 // mirror's streams per cache in the tree of the integration tests against
-// a full mesh of the same caches.
+// a full mesh of the same caches; and, once the chain stopped, the memory
+// of an upstream cache that holds a curated subset of its region's data
+// against one that holds everything (curated.go).
 func (b *bench) relays(ctx context.Context) error {
 	dir, err := os.MkdirTemp("", "kcp-cache-bench-relays-")
 	if err != nil {
@@ -357,6 +359,18 @@ func (b *bench) relays(ctx context.Context) error {
 		return err
 	}
 	b.relaysRows(res)
+
+	// The curated promotion's memory, in a process the chain has left.
+	n.stop()
+	sub := filepath.Join(dir, "curated")
+	if err := os.Mkdir(sub, 0o700); err != nil {
+		return err
+	}
+	curated, err := b.curatedMemory(ctx, sub)
+	if err != nil {
+		return fmt.Errorf("curated promotion: %w", err)
+	}
+	b.curatedRows(curated)
 	return nil
 }
 
