@@ -50,6 +50,12 @@ const (
 	// and, once the cache has stored it, answers 507 InsufficientStorage:
 	// a disk guard that refuses a write it has let through.
 	WriteDoneThenRefused SeededFault = "write-done-then-refused"
+	// RelayServesOldCopy answers every read of an object that the cache
+	// answered 200, consistent or with resourceVersion=0, with the body of
+	// its first 200 for the object and the headers of the answer it
+	// replaces: a relay that serves an old copy as current (the home
+	// revision and age of its headers say it holds the latest).
+	RelayServesOldCopy SeededFault = "relay-serves-old-copy"
 )
 
 // refusedAfterWrite is the answer WriteDoneThenRefused gives a write the
@@ -70,7 +76,10 @@ type Proxy struct {
 	// and lists), by path; frozen is a copy of them as Freeze found them.
 	latest map[string][]byte
 	frozen map[string][]byte
-	flip   atomic.Int64
+	// oldCopies are the first 200 answers of object reads, by path
+	// (RelayServesOldCopy).
+	oldCopies map[string][]byte
+	flip      atomic.Int64
 
 	// upstream is where requests go (Retarget changes it); a request
 	// forwarded there ends when the next Retarget cancels gen.
@@ -87,7 +96,7 @@ func NewProxy(target *url.URL, transport http.RoundTripper) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, answers: map[string][]byte{}, latest: map[string][]byte{}}
+	p := &Proxy{URL: "http://" + l.Addr().String(), listener: l, answers: map[string][]byte{}, latest: map[string][]byte{}, oldCopies: map[string][]byte{}}
 	p.fault.Store(SeededFault(""))
 	p.Retarget(target, transport)
 	rp := &httputil.ReverseProxy{
@@ -178,6 +187,11 @@ func isConsistentObjectRead(req *http.Request) bool {
 	return req.Method == http.MethodGet && q.Get("watch") == "" && q.Get("resourceVersion") == "" && !bytes.HasSuffix([]byte(req.URL.Path), []byte("/apiexports"))
 }
 
+// isObjectRead: a GET of one object, consistent or not.
+func isObjectRead(req *http.Request) bool {
+	return req.Method == http.MethodGet && req.URL.Query().Get("watch") == "" && !bytes.HasSuffix([]byte(req.URL.Path), []byte("/apiexports"))
+}
+
 // staleAnswer answers every other consistent object read with the earlier
 // answer kept for its path, when StaleConsistentRead is on.
 func (p *Proxy) staleAnswer(req *http.Request) ([]byte, bool) {
@@ -207,6 +221,9 @@ func (p *Proxy) modify(resp *http.Response) error {
 		resp.Body = io.NopCloser(bytes.NewReader([]byte(refusedAfterWrite)))
 		return nil
 	}
+	if p.active(RelayServesOldCopy) && isObjectRead(req) && resp.StatusCode == http.StatusOK {
+		return p.oldCopy(resp)
+	}
 	if p.active(StaleReadWithoutAge) {
 		resp.Header.Del(kcpcache.FreshnessAgeHeader)
 	}
@@ -232,6 +249,26 @@ func (p *Proxy) modify(resp *http.Response) error {
 		return p.keep(resp, true)
 	}
 	return p.modifyWatch(resp)
+}
+
+// oldCopy replaces the body of an object read's 200 with the first one
+// for its path, keeping the headers.
+func (p *Proxy) oldCopy(resp *http.Response) error {
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	old, kept := p.oldCopies[resp.Request.URL.Path]
+	if !kept {
+		p.oldCopies[resp.Request.URL.Path], old = body, body
+	}
+	p.mu.Unlock()
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = int64(len(old))
+	resp.Body = io.NopCloser(bytes.NewReader(old))
+	return nil
 }
 
 // keep reads a consistent read's 200 answer and keeps it as the latest for

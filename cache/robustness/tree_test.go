@@ -421,3 +421,26 @@ func TestRobustnessTree(t *testing.T) {
 	c, _ := startTree(t, true)
 	runShape(t, "tree", c, func(rep Report) int { return min(rep.MirrorReads, rep.StaleReads) })
 }
+
+// TestSeededTreeFaultIsCaught: in the tree shape without faults, r1, a
+// relay, serves an old copy as current (RelayServesOldCopy, in the proxy
+// through which the traffic reads it): its consistent reads are named by
+// linearizability, its stale reads by stale-revision.
+func TestSeededTreeFaultIsCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("long scenario (six caches in a tree): skipped with -short")
+	}
+	c, tr := startTree(t, false)
+	tr.proxies["r1"].Enable(RelayServesOldCopy)
+	rep := c.run(t, 5*time.Second, nil)
+	logReport(t, string(RelayServesOldCopy), rep)
+	var checks []string
+	for _, v := range rep.Violations {
+		checks = append(checks, v.Check)
+	}
+	for _, want := range []string{"linearizability", "stale-revision"} {
+		if !slices.Contains(checks, want) {
+			t.Errorf("seeded fault %s: violations %v, want one of %s", RelayServesOldCopy, checks, want)
+		}
+	}
+}
