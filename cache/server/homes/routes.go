@@ -48,6 +48,9 @@ type upstream struct {
 	// path runs from this cache to the home.
 	path []string
 	live bool
+	// gen is the table's route generation at which peer was chosen: it
+	// changes with the peer, and only then (Upstream).
+	gen uint64
 }
 
 // SetRouteEpochs tells the table how to read the epoch of a home as this
@@ -80,6 +83,22 @@ func (t *Table) Via(home string) (peer string, live, ok bool) {
 		return home, false, true
 	}
 	return "", false, false
+}
+
+// Upstream returns the peer a home's partitions are taken from over a
+// route, and the generation of that choice, which changes whenever the
+// peer does and only then (a path through the same peer changing, or
+// going dead, keeps it): a mirror that took a home through a peer at one
+// generation knows, while the generation stays, that no change of the
+// home was meant to come through another peer since (a stream skips the
+// home's changes from the moment its peer is no longer the upstream, and
+// still advances past them). ok is false for a home no route was ever
+// offered for.
+func (t *Table) Upstream(home string) (peer string, gen uint64, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	u, ok := t.upstreams[home]
+	return u.peer, u.gen, ok
 }
 
 // Path returns the path from this cache to home, this cache first, as it
@@ -204,9 +223,12 @@ func (t *Table) chooseRoutesLocked(ctx context.Context) []routeChange {
 		}
 		switch {
 		case best != nil:
+			best.gen = current.gen
 			if !had || current.peer != best.peer {
 				klog.FromContext(ctx).Info("Taking a home's partitions through another peer", "home", home, "from", current.peer, "to", best.peer, "path", best.path)
 				changes = append(changes, routeChange{home, current.peer, best.peer})
+				t.routeGen++
+				best.gen = t.routeGen
 			}
 			t.upstreams[home] = *best
 		case had && current.live:

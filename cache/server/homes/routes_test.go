@@ -67,9 +67,12 @@ func TestRoutesTakeTheShortestPathThatAvoidsThisCache(t *testing.T) {
 		t.Errorf("offered %v, want %v", got, want)
 	}
 
+	_, viaWest, _ := table.Upstream("south")
+
 	// West withdraws south; north's path is longer but the only live one:
-	// taken. (The first answers arrive in any order: changes are counted
-	// from here.)
+	// taken, at a new generation (a stream of west no longer has what
+	// south writes from now on). (The first answers arrive in any order:
+	// changes are counted from here.)
 	mu.Lock()
 	changes = nil
 	mu.Unlock()
@@ -77,10 +80,18 @@ func TestRoutesTakeTheShortestPathThatAvoidsThisCache(t *testing.T) {
 	if via, live, _ := table.Via("south"); via != "north" || !live {
 		t.Errorf("south after west withdrew it: via %q live %v, want north, live", via, live)
 	}
-	// North's path gets shorter: still north, and no change is told.
+	peer, viaNorth, ok := table.Upstream("south")
+	if !ok || peer != "north" || viaNorth == viaWest {
+		t.Errorf("south's upstream after the switch: %q at generation %d (known %v), want north at another generation than west's %d", peer, viaNorth, ok, viaWest)
+	}
+	// North's path gets shorter: still north, and no change is told; the
+	// generation stays.
 	table.AskPeers(ctx, "")
 	if got, want := table.Path("south"), []string{"east", "north", "south"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("path to south %v, want %v", got, want)
+	}
+	if peer, gen, _ := table.Upstream("south"); peer != "north" || gen != viaNorth {
+		t.Errorf("south's upstream after north's path changed: %q at generation %d, want north at %d", peer, gen, viaNorth)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -102,10 +113,14 @@ func TestRoutesKeepTheLastPeerWhenNoPathIsLive(t *testing.T) {
 	if via, live, _ := table.Via("south"); via != "west" || !live {
 		t.Fatalf("south: via %q live %v, want west, live", via, live)
 	}
+	_, before, _ := table.Upstream("south")
 	table.AskPeers(ctx, "")
 	via, live, ok := table.Via("south")
 	if !ok || via != "west" || live {
 		t.Errorf("south after west withdrew it: via %q live %v known %v, want west, not live", via, live, ok)
+	}
+	if _, after, _ := table.Upstream("south"); after != before {
+		t.Errorf("south's route generation went from %d to %d when its path died: its peer did not change", before, after)
 	}
 	if _, offered := offeredPaths(table.Answer(""))["south"]; offered {
 		t.Error("a home without a live path is offered onward")

@@ -79,8 +79,10 @@ type Table struct {
 	// the peer each home's partitions are taken from (routes.go); onRoute
 	// is told when one changes, routeEpoch reads a home's epoch as this
 	// cache's copies are.
-	offers     map[string]offered
-	upstreams  map[string]upstream
+	offers    map[string]offered
+	upstreams map[string]upstream
+	// routeGen counts the changes of an upstream's peer (Upstream).
+	routeGen   uint64
 	onRoute    func(ctx context.Context, home, from, to string)
 	routeEpoch func(home string) string
 

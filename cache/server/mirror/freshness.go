@@ -330,10 +330,14 @@ func (m *Mirror) confirmType(ctx context.Context, t target, shard string, gr sch
 		nf.Reason, nf.Want, nf.Have = ReasonMirrorBehind, ans.Revision, applied
 		return kcpcache.HomeRevision{}, nf
 	}
-	if t.relayed() && !s.isFollowed(t.home) {
+	if t.relayed() && !s.followsThroughout(t.home) {
 		// The stream has not listed the home through this peer since the
-		// peer confirmed it (relay.go): the copy here is as it was.
-		nf.Reason, nf.Err = ReasonMirrorBehind, fmt.Errorf("this cache has not listed it through %q yet", p.Name)
+		// peer confirmed it (relay.go): the copy here is as it was. Or
+		// the home's route moved to another peer since: this stream
+		// skipped the home's changes from then on, and its revision,
+		// which waitApplied saw reach the answer's, does not say they
+		// are here (the new upstream's stream has them once it listed).
+		nf.Reason, nf.Err = ReasonMirrorBehind, fmt.Errorf("this cache has not listed it through %q since the route to it last changed", p.Name)
 		return kcpcache.HomeRevision{}, nf
 	}
 	// The stream may have listed in a new epoch of the home while this

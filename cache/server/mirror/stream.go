@@ -89,6 +89,10 @@ type stream struct {
 	relayed  map[string]*relayState
 	followed map[string]bool
 	epochs   map[string]string
+	// followedGen is, for each followed home, the route generation
+	// (homes.Table.Upstream) at which the peer was its upstream when it
+	// confirmed the home before the last list.
+	followedGen map[string]uint64
 }
 
 // releasePending reports whether the stream waits for a list after a
@@ -118,7 +122,7 @@ func (s *stream) needRelist(gen int64) {
 
 func newStream(m *Mirror, p *source, gvr schema.GroupVersionResource) *stream {
 	return &stream{m: m, peer: p, gvr: gvr, advanced: make(chan struct{}), changed: map[string]int64{},
-		relayed: map[string]*relayState{}, followed: map[string]bool{}, epochs: map[string]string{}}
+		relayed: map[string]*relayState{}, followed: map[string]bool{}, epochs: map[string]string{}, followedGen: map[string]uint64{}}
 }
 
 // state returns what the stream has applied and when it was confirmed.
@@ -272,6 +276,22 @@ func (s *stream) isFollowed(home string) bool {
 	return s.followed[home]
 }
 
+// followsThroughout reports whether the stream takes home's objects and
+// has since its last list without a break: the peer has been the home's
+// upstream all along, at the route generation at which it confirmed the
+// home. From the moment another peer becomes the upstream, this stream
+// skips the home's changes and still advances past them (its peer's
+// revisions count every change of the peer), so a revision of the peer
+// it has applied no longer says that the home's changes up to it are
+// here; and a route that left this peer and came back may have skipped
+// some in between, until the list that follows the return.
+func (s *stream) followsThroughout(home string) bool {
+	peer, gen, ok := s.m.homes.Upstream(home)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.followed[home] && ok && peer == s.peer.Name && s.followedGen[home] == gen
+}
+
 // relayRetry is how soon a stream lists again when its peer could not
 // confirm a home it relays before the last list (a hop down, a path just
 // switched to): the copies of that home here wait as they are till then.
@@ -284,7 +304,16 @@ const relayRetry = 5 * time.Second
 func (s *stream) confirmRelayed(ctx context.Context) (missing bool) {
 	gr := s.gvr.GroupResource()
 	epochs := map[string]string{}
+	gens := map[string]uint64{}
 	for _, home := range s.m.homes.RoutedVia(s.peer.Name) {
+		// The generation is read before the question: a route that
+		// changes after it makes the home's reads through this stream
+		// refused (followsThroughout) until the next list.
+		peer, gen, ok := s.m.homes.Upstream(home)
+		if !ok || peer != s.peer.Name {
+			continue
+		}
+		gens[home] = gen
 		actx, cancel := context.WithTimeout(ctx, s.m.cfg.FreshnessWait)
 		ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, home, gr)
 		cancel()
@@ -298,8 +327,10 @@ func (s *stream) confirmRelayed(ctx context.Context) (missing bool) {
 	s.epochs = epochs
 	s.mu.Lock()
 	s.followed = map[string]bool{}
+	s.followedGen = map[string]uint64{}
 	for home := range epochs {
 		s.followed[home] = true
+		s.followedGen[home] = gens[home]
 	}
 	s.mu.Unlock()
 	return missing
