@@ -132,12 +132,17 @@ func (s *stream) relayOf(home, epoch string, rev int64) *relayState {
 }
 
 // relayListed marks every relayed home's state unsure from the list at
-// peer revision rev, and starts the homes confirmed before it (epochs).
-func (s *stream) relayListed(rev int64, epochs map[string]string) {
+// peer revision rev, and starts the homes confirmed before it (epochs),
+// each confirmed at the time its question was asked (asked): the list
+// holds everything the home had then, as a list of the peer's own
+// partitions confirms them at the time it was sent.
+func (s *stream) relayListed(rev int64, epochs map[string]string, asked map[string]time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for home, epoch := range epochs {
-		s.relayed[home] = newRelayState(epoch, rev)
+		r := newRelayState(epoch, rev)
+		r.confirmedAt = asked[home]
+		s.relayed[home] = r
 	}
 	for _, r := range s.relayed {
 		r.unsureAll = max(r.unsureAll, rev)

@@ -89,6 +89,9 @@ type stream struct {
 	relayed  map[string]*relayState
 	followed map[string]bool
 	epochs   map[string]string
+	// epochsAsked is when each followed home's confirmation was asked;
+	// only the stream's goroutine uses it.
+	epochsAsked map[string]time.Time
 	// followedGen is, for each followed home, the route generation
 	// (homes.Table.Upstream) at which the peer was its upstream when it
 	// confirmed the home before the last list.
@@ -305,6 +308,7 @@ func (s *stream) confirmRelayed(ctx context.Context) (missing bool) {
 	gr := s.gvr.GroupResource()
 	epochs := map[string]string{}
 	gens := map[string]uint64{}
+	asked := map[string]time.Time{}
 	for _, home := range s.m.homes.RoutedVia(s.peer.Name) {
 		// The generation is read before the question: a route that
 		// changes after it makes the home's reads through this stream
@@ -314,6 +318,7 @@ func (s *stream) confirmRelayed(ctx context.Context) (missing bool) {
 			continue
 		}
 		gens[home] = gen
+		asked[home] = time.Now()
 		actx, cancel := context.WithTimeout(ctx, s.m.cfg.FreshnessWait)
 		ans, err := s.peer.askRevision(actx, kcpcache.Wildcard, home, gr)
 		cancel()
@@ -324,7 +329,7 @@ func (s *stream) confirmRelayed(ctx context.Context) (missing bool) {
 		}
 		epochs[home] = ans.Relayed.HomeEpoch
 	}
-	s.epochs = epochs
+	s.epochs, s.epochsAsked = epochs, asked
 	s.mu.Lock()
 	s.followed = map[string]bool{}
 	s.followedGen = map[string]uint64{}
@@ -440,7 +445,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 	}
 	s.applyMu.Lock()
 	s.listed(rev, releaseGeneration, listRequest)
-	s.relayListed(rev, s.epochs)
+	s.relayListed(rev, s.epochs, s.epochsAsked)
 	s.advance(rev, epoch)
 	s.applyMu.Unlock()
 	s.confirmAt(asked)
