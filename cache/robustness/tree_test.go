@@ -67,9 +67,20 @@ type tree struct {
 	// both).
 	proxies map[string]*Proxy
 	found   func(Violation)
+	// dump writes the test binary's goroutines beside the saved
+	// histories.
+	dump func(what string)
 
 	mu  sync.Mutex
 	cut map[string]bool
+	// blind names the caches restarted while they had no path open to
+	// a home, with that home ("l1>g"), until a path is open again: a
+	// cache learns how long ago a home confirmed its copy from the home,
+	// and after a restart without a path it has not heard from it.
+	blind map[string]bool
+	// dumped is set once the goroutines were written for a stale read
+	// that did not answer.
+	dumped bool
 }
 
 // linkName names the link between two caches: both directions go through
@@ -92,7 +103,7 @@ func startTree(t *testing.T, withFaults bool) (*cluster, *tree) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), klog.Background()), 3*cachetest.DefaultTimeout)
 	defer cancel()
-	tr := &tree{links: map[string]*cachetest.LinkCutter{}, proxies: map[string]*Proxy{}, cut: map[string]bool{}}
+	tr := &tree{links: map[string]*cachetest.LinkCutter{}, proxies: map[string]*Proxy{}, cut: map[string]bool{}, blind: map[string]bool{}}
 	peers := map[string]bool{}
 	for _, e := range treeEdges {
 		tr.links[linkName(e[0], e[1])] = cachetest.NewLinkCutter()
@@ -107,6 +118,7 @@ func startTree(t *testing.T, withFaults bool) (*cluster, *tree) {
 	}
 	c := &cluster{srv: tr.regions["g"].Srv}
 	tr.found = c.findings.add
+	tr.dump = func(what string) { dumpGoroutines(t, what) }
 	for _, sh := range treeShards {
 		shard, home := sh[0], sh[1]
 		p := partitionAt(t, tr.regions[home].Srv, shard)
@@ -160,20 +172,20 @@ func (tr *tree) faults(t *testing.T, backup *homeBackup) []fault {
 	t.Helper()
 	srv := func(name string) *cachetest.Server { return tr.regions[name].Srv }
 	return []fault{
-		tr.checked(backup.of("l3", srv("l3")), "a backup of l3"),
+		tr.restarted("l3", backup.of("l3", srv("l3")), "a backup of l3"),
 		tr.cutOf("g-r1"),
-		tr.checked(restartOf("r2 (a relay, on the other path to g)", srv("r2")), "a restart of r2"),
+		tr.restarted("r2", restartOf("r2 (a relay, on the other path to g)", srv("r2")), "a restart of r2"),
 		tr.restoreOf("g-r1"),
 		tr.cutOf("l2-l3"),
 		tr.cutOf("l1-r1"),
-		tr.checked(restartOf("l1 (a leaf home, cut off)", srv("l1")), "a restart of l1"),
+		tr.restarted("l1", restartOf("l1 (a leaf home, cut off)", srv("l1")), "a restart of l1"),
 		tr.restoreOf("l1-r1"),
 		tr.cutOf("g-r1"),
-		tr.checked(restartOf("r1 (a relay, cut off from g)", srv("r1")), "a restart of r1"),
+		tr.restarted("r1", restartOf("r1 (a relay, cut off from g)", srv("r1")), "a restart of r1"),
 		tr.restoreOf("g-r1"),
 		tr.restoreOf("l2-l3"),
 		tr.cutOf("l3-r2"),
-		tr.checked(restartOf("g (the root home)", srv("g")), "a restart of g"),
+		tr.restarted("g", restartOf("g (the root home)", srv("g")), "a restart of g"),
 		tr.restoreOf("l3-r2"),
 		strayWriteOf(t, srv("l2"), "l2", "sl1"),
 		compactionOf(srv("l1").EtcdClient),
@@ -181,7 +193,7 @@ func (tr *tree) faults(t *testing.T, backup *homeBackup) []fault {
 		compactionOf(srv("r1").EtcdClient),
 		strayWriteOf(t, srv("r2"), "r2", "sl3"),
 		compactionOf(srv("g").EtcdClient),
-		tr.checked(restartOf("r1 (a relay)", srv("r1")), "a restart of r1"),
+		tr.restarted("r1", restartOf("r1 (a relay)", srv("r1")), "a restart of r1"),
 		compactionOf(srv("l3").EtcdClient),
 	}
 }
@@ -218,10 +230,18 @@ func (tr *tree) restoreOf(link string) fault {
 	}
 }
 
-// checked is f, then the check of what every cache serves.
-func (tr *tree) checked(f fault, what string) fault {
+// restarted is f, a fault that restarts the cache name, then the check of
+// what every cache serves.
+func (tr *tree) restarted(name string, f fault, what string) fault {
 	return func(runCtx context.Context, t *testing.T, note func(string)) {
 		f(runCtx, t, note)
+		for _, sh := range treeShards {
+			if home := sh[1]; !tr.connected(name, home) {
+				tr.mu.Lock()
+				tr.blind[name+">"+home] = true
+				tr.mu.Unlock()
+			}
+		}
 		tr.reach(context.WithoutCancel(runCtx), what, note)
 	}
 }
@@ -275,7 +295,9 @@ func (tr *tree) connected(x, y string) bool {
 //     (sent after the cut) with 503 within the freshness wait and
 //     treeCutOffSlack, never with 200 (nothing confirms its copy), and a
 //     read with resourceVersion=0 with 200 and the home's age (its copy
-//     is kept and served).
+//     is kept and served); without the age when it restarted since it
+//     last had a path to the home (what it knew of the home's
+//     confirmations was in its memory).
 //
 // A 500 of either is a violation too.
 func (tr *tree) reach(ctx context.Context, after string, note func(string)) {
@@ -291,9 +313,15 @@ func (tr *tree) reach(ctx context.Context, after string, note func(string)) {
 		for _, sh := range treeShards {
 			shard, home := sh[0], sh[1]
 			open := tr.connected(name, home)
+			tr.mu.Lock()
+			blind := tr.blind[name+">"+home]
+			if open {
+				delete(tr.blind, name+">"+home)
+			}
+			tr.mu.Unlock()
 			wg.Go(func() {
 				if !open {
-					tr.wantRefused(ctx, after, start, name, shard, home)
+					tr.wantRefused(ctx, after, start, name, shard, home, blind)
 					mu.Lock()
 					refused++
 					mu.Unlock()
@@ -332,8 +360,9 @@ func (tr *tree) wantServed(ctx context.Context, after string, start time.Time, n
 // wantRefused checks that a consistent read of shard at cache name,
 // which has no path open to home, is refused with 503 in time and never
 // answered 200, and that a stale read is answered with the copy and the
-// home's age.
-func (tr *tree) wantRefused(ctx context.Context, after string, start time.Time, name, shard, home string) {
+// home's age; blind: name restarted since it last had a path to home,
+// and its answer need not have the age.
+func (tr *tree) wantRefused(ctx context.Context, after string, start time.Time, name, shard, home string, blind bool) {
 	within := freshnessWait + treeCutOffSlack
 	var last memberProbe
 	refused := false
@@ -355,15 +384,31 @@ func (tr *tree) wantRefused(ctx context.Context, after string, start time.Time, 
 		tr.found(Violation{Check: "tree-cut-off", Details: fmt.Sprintf("after %s (cut now: %s), %s has no path open to %s, the home of %s, and did not refuse a consistent read of it with 503 within %s: last %s", after, tr.cutNow(), name, home, shard, within, last)})
 		return
 	}
+	var hung bool
 	err := waitFor(ctx, within, func(ctx context.Context) error {
+		sent := time.Now()
 		stale := tr.probe(ctx, after, name, shard, true)
-		if stale.err != nil || stale.code != http.StatusOK || !strings.HasPrefix(stale.age, home+"=") {
-			return fmt.Errorf("answered %s; want 200 with %s %s=<seconds>", stale, kcpcache.FreshnessAgeHeader, home)
+		took := time.Since(sent).Round(time.Millisecond)
+		hung = stale.err != nil && ctx.Err() != nil
+		switch {
+		case stale.err != nil || stale.code != http.StatusOK:
+			return fmt.Errorf("answered after %s: %s; want 200", took, stale)
+		case !blind && !strings.HasPrefix(stale.age, home+"="):
+			return fmt.Errorf("answered after %s: %s; want 200 with %s %s=<seconds>", took, stale, kcpcache.FreshnessAgeHeader, home)
 		}
 		return nil
 	})
 	if err != nil {
 		tr.found(Violation{Check: "tree-cut-off", Details: fmt.Sprintf("after %s (cut now: %s), %s has no path open to %s, the home of %s, and a read of it with resourceVersion=0 %v", after, tr.cutNow(), name, home, shard, err)})
+		tr.mu.Lock()
+		dump := hung && !tr.dumped
+		tr.dumped = tr.dumped || dump
+		tr.mu.Unlock()
+		if dump && tr.dump != nil {
+			// The caches run in this process: their goroutines say what
+			// the read waits on.
+			tr.dump("stale-read-" + name + "-" + shard)
+		}
 	}
 }
 
