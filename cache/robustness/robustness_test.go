@@ -304,7 +304,12 @@ func startRegions(t *testing.T) *cluster {
 				p.readers = append(p.readers, scopedReader(t, regions[other].Srv, p.shard, p.answers))
 				staleCfg := scopedConfig(regions[other].Srv, p.shard)
 				staleCfg.Wrap(p.answers.Wrap)
-				stale, err := NewStaleReader(client.Unthrottled(staleCfg), p.spaces)
+				fixed := home
+				if p.spaces != nil {
+					// sa's home moves: the spaces know its homes.
+					fixed = ""
+				}
+				stale, err := NewStaleReader(client.Unthrottled(staleCfg), fixed, p.spaces)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -352,7 +357,7 @@ func pausedHomeAt(t *testing.T, c *cluster, d *cachetest.Region, shard string, m
 		p.readers = append(p.readers, scopedReader(t, r.Srv, shard, p.answers))
 		staleCfg := scopedConfig(r.Srv, shard)
 		staleCfg.Wrap(p.answers.Wrap)
-		stale, err := NewStaleReader(client.Unthrottled(staleCfg), p.spaces)
+		stale, err := NewStaleReader(client.Unthrottled(staleCfg), d.Name, p.spaces)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -96,7 +96,7 @@ func startSoak(t *testing.T) *soakCluster {
 		p.readers = append(p.readers, dynamicFor(t, reader))
 		stale := rest.CopyConfig(cfg)
 		stale.Wrap(p.answers.Wrap)
-		sr, err := NewStaleReader(client.Unthrottled(stale), nil)
+		sr, err := NewStaleReader(client.Unthrottled(stale), home, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

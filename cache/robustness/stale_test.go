@@ -1,9 +1,17 @@
 package robustness
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+
+	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+	"github.com/kcp-cache/kcp-cache/cache/client"
 )
 
 // The stale-read checks on small histories written by hand: each broken
@@ -65,5 +73,44 @@ func TestStaleReadChecks(t *testing.T) {
 				t.Errorf("violations %v, want %s", violations, tc.want)
 			}
 		})
+	}
+}
+
+// TestStaleReadsNamingAnotherCacheAreNotJudged: a leaf that does not know
+// a shard's home yet answers a stale read for the one peer it covers, its
+// relay, and names the relay's revision and age. The reader records only
+// answers that name the partition's home: a relay's revision is no
+// revision of the home's, and judged as one it made the tree shape report
+// a stale-age that no answer had claimed.
+func TestStaleReadsNamingAnotherCacheAreNotJudged(t *testing.T) {
+	var header string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set(kcpcache.HomeRevisionHeader, header+"=e1/90")
+		w.Header().Set(kcpcache.FreshnessAgeHeader, header+"=0.233")
+		http.NotFound(w, nil)
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		names string
+		home  string
+		// spaces rank the homes of a partition whose home moves.
+		spaces *HomeSpaces
+		want   bool
+	}{
+		{names: "l3", home: "l3", want: true},
+		{names: "r1", home: "l3"},
+		{names: "a", spaces: NewHomeSpaces("a"), want: true},
+		{names: "c", spaces: NewHomeSpaces("a")},
+	} {
+		header = tc.names
+		s, err := NewStaleReader(&rest.Config{Host: srv.URL}, tc.home, tc.spaces)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := NewRecorder()
+		s.read(context.Background(), s.clientWith(client.NewHomeRevisions()), rec, "k3", 1, 0)
+		if got := len(rec.History().StaleReads) == 1; got != tc.want {
+			t.Errorf("an answer naming %s, the partition homed at %q (spaces %v): recorded %v, want %v", tc.names, tc.home, tc.spaces != nil, got, tc.want)
+		}
 	}
 }

@@ -377,19 +377,38 @@ func pause(ctx context.Context) {
 // StaleReader reads a partition at a mirror with resourceVersion=0, over
 // HTTP, for the answer's headers.
 type StaleReader struct {
+	// home is the partition's home; "" for a partition whose home moves,
+	// whose homes spaces rank.
+	home      string
 	spaces    *HomeSpaces
 	transport http.RoundTripper
 	// url is the resource's collection in the partition at the mirror.
 	url string
 }
 
-// NewStaleReader reads the partition cfg's host is scoped to.
-func NewStaleReader(cfg *rest.Config, spaces *HomeSpaces) (*StaleReader, error) {
+// NewStaleReader reads the partition cfg's host is scoped to, homed at
+// home; for a partition whose home moves, home is "" and spaces say which
+// caches have been its home.
+func NewStaleReader(cfg *rest.Config, home string, spaces *HomeSpaces) (*StaleReader, error) {
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &StaleReader{spaces: spaces, transport: rt, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
+	return &StaleReader{home: home, spaces: spaces, transport: rt, url: strings.TrimSuffix(cfg.Host, "/") + "/apis/" + Resource.Group + "/" + Resource.Version + "/" + Resource.Resource}, nil
+}
+
+// names reports whether a header's entry for cache speaks of the
+// partition's home: a mirror that does not know the shard's home yet
+// answers for every peer it covers, and a mirror with one peer (a leaf
+// under a relay) then names the relay, whose revisions are not the home's.
+func (s *StaleReader) names(cache string) bool {
+	switch {
+	case s.home != "":
+		return cache == s.home
+	case s.spaces != nil:
+		return s.spaces.rank(cache) > 0
+	}
+	return true
 }
 
 // clientWith is a client of the mirror whose answers pass memory, as
@@ -440,7 +459,8 @@ func (s *StaleReader) read(ctx context.Context, hc *http.Client, rec *Recorder, 
 	var ok bool
 	read.Header = resp.Header.Get(kcpcache.HomeRevisionHeader)
 	home, revision, ok := headerRevision(read.Header)
-	if !ok {
+	if !ok || !s.names(home) {
+		// No one revision of the home: nothing to judge the copy by.
 		return
 	}
 	read.HomeRevision = s.spaces.tag(home, revision)

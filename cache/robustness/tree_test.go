@@ -130,7 +130,7 @@ func startTree(t *testing.T, withFaults bool) (*cluster, *tree) {
 			p.readers = append(p.readers, proxiedReader(t, tr.proxies[other], shard, p.answers))
 			staleCfg := AskBookkeeping(&rest.Config{Host: tr.proxies[other].URL + kcpcache.ScopedPathPrefix(kcpcache.Scope{Shard: shard, Cluster: "root"})})
 			staleCfg.Wrap(p.answers.Wrap)
-			stale, err := NewStaleReader(client.Unthrottled(staleCfg), nil)
+			stale, err := NewStaleReader(client.Unthrottled(staleCfg), home, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
