@@ -117,6 +117,49 @@ type HomesAnswer struct {
 	// other resources' data is not served to the asker, which answers
 	// reads of it 503 NotPassedOn rather than as absent.
 	PassedOn []string `json:"passedOn,omitempty"`
+	// Search is set in the answer to a search (SearchParameter): what the
+	// caches reached through the answering one said.
+	Search *SearchAnswer `json:"search,omitempty"`
+}
+
+// A search asks every cache of the hierarchy, not only the asker's peers,
+// whether it knows a shard's claim or is claiming it: GET
+// HomesPath?shard=<shard>&search=<id>[&claimant=<cache>]&budget=<ms>. A
+// cache that knows the claim, or is claiming the shard, answers so; one
+// that knows nothing asks each of its peers but the asker the same search
+// (same id, within a smaller budget) and answers with what they said. A
+// cache asked a search it was already asked answers Duplicate: it is
+// counted on the path that reached it first. A search with a claimant is
+// that cache claiming the shard: every cache it reaches remembers it, so
+// that a consistent read of every shard there asks about the shard until
+// its claim is known (docs/regions.md, "New shards across relays").
+const (
+	SearchParameter         = "search"
+	SearchClaimantParameter = "claimant"
+	// SearchBudgetParameter is how long, in milliseconds, the asker waits
+	// for the answer.
+	SearchBudgetParameter = "budget"
+)
+
+// SearchAnswer is what a search reached through the answering cache.
+type SearchAnswer struct {
+	// Duplicate: the cache had already been asked this search.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// Reached are the caches whose whole answer this one holds, the
+	// answering cache included.
+	Reached []string `json:"reached,omitempty"`
+	// Unreached are the caches a reached cache asked that did not answer.
+	Unreached []SearchUnreached `json:"unreached,omitempty"`
+	// Claiming are the caches that were claiming the shard when asked.
+	Claiming []string `json:"claiming,omitempty"`
+}
+
+// SearchUnreached is a cache a search did not reach through one of its
+// peers.
+type SearchUnreached struct {
+	Cache   string `json:"cache"`
+	Via     string `json:"via"`
+	Message string `json:"message"`
 }
 
 // Route is the path by which a cache holds a home's partitions.

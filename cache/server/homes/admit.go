@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -63,28 +62,29 @@ func (t *Table) Admit(ctx context.Context, shard string) *apierrors.StatusError 
 		delete(t.claiming, shard)
 		t.mu.Unlock()
 	}()
-	failed, claiming := t.askPeers(ctx, shard, "")
+	// Every cache is asked, not only the peers: beyond a relay the shard
+	// may be claimed, or being claimed, by a cache this one does not peer
+	// (search.go).
+	found := t.Search(ctx, shard, true)
 	if c, conflict, ok := t.Lookup(shard); ok {
 		return t.decide(shard, c, conflict)
 	}
-	if len(failed) > 0 {
+	if len(found.Unreached) > 0 {
 		var causes []metav1.StatusCause
 		var names []string
-		for name, err := range failed {
-			names = append(names, name)
-			causes = append(causes, metav1.StatusCause{Type: ReasonHomeUnreachable, Field: name,
-				Message: fmt.Sprintf("the peer cache %q did not say whether it knows the home of shard %q: %v", name, shard, err)})
+		for _, u := range found.Unreached {
+			names = append(names, u.Cache)
+			causes = append(causes, metav1.StatusCause{Type: ReasonHomeUnreachable, Field: u.Cache,
+				Message: fmt.Sprintf("the cache %q (asked by %q) did not say whether it knows the home of shard %q: %s", u.Cache, u.Via, shard, u.Message)})
 		}
-		sort.Strings(names)
-		sort.Slice(causes, func(i, j int) bool { return causes[i].Field < causes[j].Field })
-		return t.unavailable(shard, fmt.Sprintf("this cache knows no home of shard %q and cannot ask every peer (%s did not answer): the shard may be homed there", shard, strings.Join(names, ", ")), causes)
+		return t.unavailable(shard, fmt.Sprintf("this cache knows no home of shard %q and cannot ask every cache (%s did not answer): the shard may be homed there", shard, strings.Join(names, ", ")), causes)
 	}
-	if len(claiming) > 0 {
+	if len(found.Claiming) > 0 {
 		var causes []metav1.StatusCause
-		for _, name := range claiming {
-			causes = append(causes, metav1.StatusCause{Type: ReasonHomeClaiming, Field: name, Message: fmt.Sprintf("the peer cache %q is claiming shard %q at this moment", name, shard)})
+		for _, name := range found.Claiming {
+			causes = append(causes, metav1.StatusCause{Type: ReasonHomeClaiming, Field: name, Message: fmt.Sprintf("the cache %q is claiming shard %q at this moment", name, shard)})
 		}
-		return t.unavailable(shard, fmt.Sprintf("peer caches (%s) are claiming shard %q at this moment; retry", strings.Join(claiming, ", "), shard), causes)
+		return t.unavailable(shard, fmt.Sprintf("caches (%s) are claiming shard %q at this moment; retry", strings.Join(found.Claiming, ", "), shard), causes)
 	}
 	c := kcpcache.HomeClaim{Shard: shard, Home: t.cfg.CacheName, Generation: 1}
 	t.mu.Lock()

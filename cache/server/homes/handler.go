@@ -2,6 +2,7 @@ package homes
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,8 +32,27 @@ func (t *Table) Handler() http.Handler {
 		if u, ok := request.UserFrom(req.Context()); ok {
 			asker, _ = kcpcache.PeerFromUser(u.GetName())
 		}
+		ans := t.AnswerFor(shard, asker)
+		if id := req.URL.Query().Get(kcpcache.SearchParameter); id != "" {
+			budget, err := t.searchBudget(req.URL.Query().Get(kcpcache.SearchBudgetParameter))
+			claimant := req.URL.Query().Get(kcpcache.SearchClaimantParameter)
+			switch {
+			case err != nil:
+			case shard == "":
+				err = fmt.Errorf("a search is about one shard: shard is required")
+			case len(id) > 64:
+				err = fmt.Errorf("%s is at most 64 characters", kcpcache.SearchParameter)
+			case claimant != "":
+				err = kcpcache.ValidateCacheName(claimant)
+			}
+			if err != nil {
+				writeJSONStatus(w, apierrors.NewBadRequest(err.Error()))
+				return
+			}
+			ans = t.answerSearch(req.Context(), shard, id, claimant, asker, budget)
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(t.AnswerFor(shard, asker))
+		_ = json.NewEncoder(w).Encode(ans)
 	})
 }
 

@@ -73,6 +73,11 @@ type Table struct {
 	conflicts map[string]string
 	adopted   map[string]int64
 	claiming  map[string]bool
+	// seen are the searches this cache was asked, when; pending the shards
+	// other caches were claiming when their search reached it, each with
+	// the claimant (search.go).
+	seen    map[string]time.Time
+	pending map[string]string
 	// onChange is told when a shard's home changes (OnHomeChange).
 	onChange func(ctx context.Context, shard, from, to string)
 	// offers are the routes each peer's latest table offered, upstreams
@@ -107,7 +112,7 @@ func New(cfg Config) (*Table, error) {
 		cfg.FreshnessWait = options.DefaultFreshnessWait
 	}
 	t := &Table{cfg: cfg, claims: map[string]kcpcache.HomeClaim{}, conflicts: map[string]string{},
-		adopted: map[string]int64{}, claiming: map[string]bool{}, offers: map[string]offered{}, upstreams: map[string]upstream{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
+		adopted: map[string]int64{}, claiming: map[string]bool{}, seen: map[string]time.Time{}, pending: map[string]string{}, offers: map[string]offered{}, upstreams: map[string]upstream{}, adoptDone: make(chan struct{}), pollNow: make(chan struct{}, 1)}
 	t.peers = append(t.peers, cfg.Peers...)
 	sort.Slice(t.peers, func(i, j int) bool { return t.peers[i].Name < t.peers[j].Name })
 	return t, nil
