@@ -45,7 +45,10 @@ type NotFresh struct {
 	// Hop names the link that failed along the path ("<from>-><to>"),
 	// when one did.
 	Hop string
-	Err error
+	// Searched: the shard's claim is not known, and Home is a cache a
+	// search for it did not reach (it may be the home).
+	Searched bool
+	Err      error
 }
 
 func (e *NotFresh) Error() string {
@@ -70,6 +73,12 @@ func (e *NotFresh) reason() string {
 	case ReasonHomeNoRoute:
 		return fmt.Sprintf("%s: its home is the cache %q, and no peer of this cache offers a path to it: this cache holds no copy it can vouch for", what, e.Home)
 	case homes.ReasonHomeUnreachable:
+		if e.Searched {
+			if e.Shard == kcpcache.Wildcard {
+				what = fmt.Sprintf("%s of every shard", e.Resource)
+			}
+			return fmt.Sprintf("%s: a shard whose home this cache does not know yet may be homed at the cache %q, which a search for its claim did not reach: %v", what, e.Home, e.Err)
+		}
 		return fmt.Sprintf("%s: the home cache %q did not confirm its revision: %v", what, e.Home, e.Err)
 	default:
 		if e.Want == 0 && e.Have == 0 {
@@ -175,16 +184,14 @@ func (m *Mirror) NotPassedOn(shard string, gr schema.GroupResource) []*NotFresh 
 // freshness wait, until the mirror has applied it. It returns the revision
 // of each home the answer will reflect, or why it cannot confirm them.
 func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResource) ([]kcpcache.HomeRevision, []*NotFresh) {
-	// The claims are learnt from the peers' tables every few seconds; a
-	// consistent read must not miss a shard claimed since. So a read of
-	// the wildcard, or of a shard whose claim is not known, asks the peers
-	// first (a peer that cannot answer is refused below anyway).
-	if _, _, known := m.homes.Lookup(shard); shard == kcpcache.Wildcard || !known {
-		q := shard
-		if shard == kcpcache.Wildcard {
-			q = ""
+	// The claims are learnt from the peers' tables every few seconds, a
+	// hop at a time; a consistent read must not miss a shard claimed
+	// since, however far away (homes/search.go).
+	if refused := m.learnClaims(ctx, shard, gr); len(refused) > 0 {
+		for _, nf := range refused {
+			freshnessChecks.WithLabelValues(nf.Home, nf.Reason).Inc()
 		}
-		m.homes.AskPeers(ctx, q)
+		return nil, refused
 	}
 	targets, refused := m.targetsOf(shard)
 	if len(refused) > 0 {
@@ -228,6 +235,58 @@ func (m *Mirror) Confirm(ctx context.Context, shard string, gr schema.GroupResou
 	wg.Wait()
 	sort.Slice(failed, func(i, j int) bool { return failed[i].Home < failed[j].Home })
 	return entries, failed
+}
+
+// learnClaims learns the claims a consistent read of shard depends on. A
+// shard whose claim is not known is searched for through every cache: its
+// home may be beyond a relay and have claimed it a moment ago. A read of
+// the wildcard reads the peers' tables, then searches for every shard
+// another cache was claiming when its search reached this one and whose
+// claim has not arrived since. It refuses the read when a search did not
+// reach a cache that may hold the claim.
+func (m *Mirror) learnClaims(ctx context.Context, shard string, gr schema.GroupResource) []*NotFresh {
+	if shard != kcpcache.Wildcard {
+		if _, _, known := m.homes.Lookup(shard); known {
+			return nil
+		}
+		found := m.homes.Search(ctx, shard, false)
+		if _, _, known := m.homes.Lookup(shard); known {
+			return nil
+		}
+		return unreachedRefusals(shard, gr, found.Unreached)
+	}
+	m.homes.AskPeers(ctx, "")
+	var (
+		mu      sync.Mutex
+		refused []*NotFresh
+		wg      sync.WaitGroup
+	)
+	for s := range m.homes.PendingShards() {
+		wg.Go(func() {
+			unreached := m.homes.ResolvePending(ctx, s)
+			mu.Lock()
+			defer mu.Unlock()
+			refused = append(refused, unreachedRefusals(kcpcache.Wildcard, gr, unreached)...)
+		})
+	}
+	wg.Wait()
+	sort.Slice(refused, func(i, j int) bool { return refused[i].Home < refused[j].Home })
+	return refused
+}
+
+// unreachedRefusals are the refusals of a read of shard for the caches a
+// search did not reach, one per cache.
+func unreachedRefusals(shard string, gr schema.GroupResource, unreached []kcpcache.SearchUnreached) []*NotFresh {
+	seen := map[string]bool{}
+	var out []*NotFresh
+	for _, u := range unreached {
+		if seen[u.Cache] {
+			continue
+		}
+		seen[u.Cache] = true
+		out = append(out, &NotFresh{Reason: homes.ReasonHomeUnreachable, Home: u.Cache, Shard: shard, Resource: gr, Hop: u.Via + "->" + u.Cache, Searched: true, Err: fmt.Errorf("%s", u.Message)})
+	}
+	return out
 }
 
 // confirmWith confirms the part of a read of shard's data of gr whose home

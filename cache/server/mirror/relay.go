@@ -290,6 +290,11 @@ func (m *Mirror) AnswerRevision(ctx context.Context, shard, home string, gr sche
 		}
 	}
 	if shard != kcpcache.Wildcard {
+		if _, _, known := m.homes.Lookup(shard); !known {
+			// The asker learnt the claim by a search that took another
+			// path than the route (homes/search.go): search too.
+			m.homes.Search(ctx, shard, false)
+		}
 		if h, ok := m.homeOf(shard); !ok || h != home {
 			return kcpcache.HomeRevisionAnswer{}, apierrors.NewServiceUnavailable(fmt.Sprintf("shard %q is not homed at %q by this cache's claims", shard, home))
 		}
