@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -142,7 +141,6 @@ func startTree(t *testing.T, withFaults bool) (*cluster, *tree) {
 		t.Logf("shard %s (home %s): consistent reads at cache 0..%d = %v; stale reads at cache 1..%d = %v", shard, home, len(consistentAt)-1, consistentAt, len(staleAt), staleAt)
 		c.parts = append(c.parts, p)
 	}
-	claimEverywhere(t, ctx, tr.regions, c.parts)
 	if !withFaults {
 		return c, tr
 	}
@@ -159,36 +157,6 @@ func startTree(t *testing.T, withFaults bool) (*cluster, *tree) {
 	// back.
 	c.defaultExtra = 16 * time.Second
 	return c, tr
-}
-
-// claimEverywhere makes each partition's home claim its shard before the
-// traffic starts (a first write, of an object the traffic never writes)
-// and waits until every cache's table names that home.
-//
-// The traffic's first writes would otherwise meet a gap of the relays: a
-// cache learns a new shard's claim from its peers' tables, a poll (2 s) a
-// hop, and until it has, a consistent read of the shard there is confirmed
-// with its peers alone, which may not hold the shard yet: r2, two relays
-// from l1, answered a consistent read of sl1's k0 sent 8 ms after l1 had
-// acknowledged its creation with 404 (the second ten-minute run, the
-// shard's first half second). It is reported, not judged here: the shape
-// judges the relays once every cache knows every shard.
-func claimEverywhere(t *testing.T, ctx context.Context, regions map[string]*cachetest.Region, parts []*partition) {
-	t.Helper()
-	for _, p := range parts {
-		if _, err := p.client.Create(ctx, object("claimed", "before the traffic", 0), metav1.CreateOptions{}); err != nil {
-			t.Fatalf("shard %s's first write: %v", p.shard, err)
-		}
-	}
-	for _, sh := range treeShards {
-		for _, name := range treeNames {
-			if err := cachetest.Poll(ctx, func(ctx context.Context) error {
-				return homeIs(ctx, regions[name].Srv, sh[0], sh[1])
-			}); err != nil {
-				t.Fatalf("%s learning that %s is the home of %s: %v", name, sh[1], sh[0], err)
-			}
-		}
-	}
 }
 
 // faults are the tree shape's faults, in the order that CI's run meets the
