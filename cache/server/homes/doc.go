@@ -15,9 +15,10 @@
 //     storage was lost gets its own claims back from its peers (a learnt
 //     claim naming it).
 //   - A write into a shard's partition is accepted only where the highest
-//     claim names this cache. With no claim known, the cache asks every
-//     peer: only when all answered and none knows a home (nor is claiming
-//     the shard itself) does it claim the shard, at generation 1.
+//     claim names this cache. With no claim known, the cache searches
+//     every cache of the hierarchy, through its peers: only when every
+//     cache answered and none knows a home (nor is claiming the shard
+//     itself) does it claim the shard, at generation 1.
 //   - A home moves only by --adopt-shard: the new home claims the shard at
 //     one more than the highest generation it or a reachable peer knows.
 //     The old home, learning the higher claim, gives the shard up.
@@ -34,6 +35,10 @@
 //     every write into a partition (WithWriteAdmission);
 //   - peers.go: asking the peers for their tables, and the loop that does
 //     so every few seconds after --adopt-shard has acted (Run);
+//   - search.go: searches, a question about one shard's claim forwarded
+//     through every cache (claims, and consistent reads of shards whose
+//     claim is unknown), and the shards pending at a cache: claimed
+//     elsewhere a moment ago;
 //   - adopt.go: --adopt-shard;
 //   - routes.go: the routes (which peer each home's partitions are taken
 //     from, by path vectors) and --pass-on;
