@@ -109,7 +109,19 @@ func (t *Table) Search(ctx context.Context, shard string, claim bool) SearchOutc
 	res := newSearchResult()
 	res.reached[t.cfg.CacheName] = true
 	t.forwardSearch(ctx, res, id, shard, claimant, t.cfg.FreshnessWait, "")
-	return res.outcome()
+	o := res.outcome()
+	_, _, found := t.Lookup(shard)
+	switch {
+	case found:
+		searches.WithLabelValues("found").Inc()
+	case len(o.Unreached) > 0:
+		searches.WithLabelValues("unreached").Inc()
+	case len(o.Claiming) > 0:
+		searches.WithLabelValues("claiming").Inc()
+	default:
+		searches.WithLabelValues("none").Inc()
+	}
+	return o
 }
 
 // answerSearch answers a search asked by asker ("" for a reader that is not
@@ -234,6 +246,7 @@ func (t *Table) notePending(shard, claimant string) {
 		return
 	}
 	t.pending[shard] = claimant
+	pendingShards.Set(float64(len(t.pending)))
 }
 
 // PendingShards returns the shards another cache was claiming when its
@@ -252,6 +265,7 @@ func (t *Table) PendingShards() map[string]string {
 		}
 		out[s] = c
 	}
+	pendingShards.Set(float64(len(t.pending)))
 	return out
 }
 
@@ -266,6 +280,7 @@ func (t *Table) ResolvePending(ctx context.Context, shard string) []kcpcache.Sea
 	defer t.mu.Unlock()
 	if _, known := t.claims[shard]; known || len(o.Unreached) == 0 && len(o.Claiming) == 0 {
 		delete(t.pending, shard)
+		pendingShards.Set(float64(len(t.pending)))
 		return nil
 	}
 	return o.Unreached
