@@ -42,7 +42,9 @@ func TestRelayNewShardIsSeenAtOnceEverywhere(t *testing.T) {
 			// read below proves less this round.
 			t.Logf("round %d: north knew the claim of %s before the read: %+v, %v", i, s.name, ans.Claims, err)
 		}
+		began := time.Now()
 		got := north.read(ctx, s.name, "")
+		took := time.Since(began)
 		if got.err != nil {
 			t.Fatalf("round %d: a consistent read of %s at north right after east acknowledged its first write: %s", i, s.name, describe(got.err))
 		}
@@ -50,7 +52,9 @@ func TestRelayNewShardIsSeenAtOnceEverywhere(t *testing.T) {
 			t.Fatalf("round %d: a consistent read of %s at north right after east acknowledged its first write answered %v, want %v", i, s.name, partitionsOf(got.items), want)
 		}
 		w := writeShard(ctx, t, east, fmt.Sprintf("fresh-wild-%d", i), "first")
+		began = time.Now()
 		all := north.read(ctx, kcpcache.Wildcard, "")
+		t.Logf("round %d: at north, three hops from the home, right after its first write: a consistent read of the shard answered in %s, of every shard in %s", i, took.Round(time.Millisecond), time.Since(began).Round(time.Millisecond))
 		if all.err != nil {
 			t.Fatalf("round %d: a consistent read of every shard at north right after east acknowledged %s's first write: %s", i, w.name, describe(all.err))
 		}
