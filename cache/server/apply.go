@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/rand"
 	"fmt"
 	"net"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	authzunion "k8s.io/apiserver/pkg/authorization/union"
 	openapinamer "k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	"k8s.io/apiserver/pkg/util/openapi"
@@ -35,6 +37,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/server/epoch"
 	"github.com/kcp-cache/kcp-cache/cache/server/homes"
 	"github.com/kcp-cache/kcp-cache/cache/server/partition"
+	"github.com/kcp-cache/kcp-cache/cache/server/pki"
 	"github.com/kcp-cache/kcp-cache/cache/server/reload"
 	"github.com/kcp-cache/kcp-cache/cache/server/removal"
 )
@@ -285,8 +288,10 @@ func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptio
 	// see authentication.OperatorIdentities) until the server stops: a
 	// replaced certificate serves new connections without a restart, as in
 	// kube-apiserver. The loopback client has a certificate of its own.
-	withLoopback := genericoptions.SecureServingOptionsWithLoopback{SecureServingOptions: serving}
-	if err := withLoopback.ApplyTo(&generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
+	if err := serving.ApplyTo(&generic.SecureServing); err != nil {
+		return err
+	}
+	if err := applyLoopback(generic.SecureServing, &generic.LoopbackClientConfig); err != nil {
 		return err
 	}
 	_, port, err := net.SplitHostPort(generic.SecureServing.Listener.Addr().String())
@@ -295,6 +300,35 @@ func applyStandaloneServing(opts options.CompletedOptions, serving *genericoptio
 	}
 	generic.ExternalAddress = net.JoinHostPort("localhost", port)
 	return applyAuth(&generic.Config, opts.Authentication, derived, nil)
+}
+
+// applyLoopback gives the loopback client a serving certificate of its own
+// and its configuration, as upstream's SecureServingOptionsWithLoopback
+// does, with ECDSA keys: upstream generates two RSA-2048 keys (a CA and the
+// certificate), 0.1–0.3 s of every start on two cores, before anything
+// else can start.
+func applyLoopback(info *genericapiserver.SecureServingInfo, loopback **rest.Config) error {
+	name := genericapiserver.LoopbackClientServerNameOverride
+	ca, err := pki.NewCA(name + "-ca")
+	if err != nil {
+		return fmt.Errorf("loopback certificate: %w", err)
+	}
+	certPEM, keyPEM, err := ca.IssuePeer(name, []string{name})
+	if err != nil {
+		return fmt.Errorf("loopback certificate: %w", err)
+	}
+	provider, err := dynamiccertificates.NewStaticSNICertKeyContent("self-signed loopback", certPEM, keyPEM, name)
+	if err != nil {
+		return fmt.Errorf("loopback certificate: %w", err)
+	}
+	// First, so that it wins over any other certificate for the name.
+	info.SNICerts = append([]dynamiccertificates.SNICertKeyContentProvider{provider}, info.SNICerts...)
+	cfg, err := info.NewLoopbackClientConfig(rand.Text(), ca.CertPEM)
+	if err != nil {
+		return err
+	}
+	*loopback = cfg
+	return nil
 }
 
 // applyHierarchy translates the hierarchy options: it loads each peer's

@@ -278,15 +278,15 @@ func TestPhasesFlag(t *testing.T) {
 	if !c.phases["load"] || !c.phases["churn"] || c.phases["get"] || c.phases["create"] {
 		t.Errorf("phases = %v, want load and churn", c.phases)
 	}
-	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-4 || all.phases["storm"] || all.phases["regions"] || all.phases["relays"] || all.phases["scale"] {
-		t.Errorf("default phases = %v (%v), want all of %v but storm, regions, relays and scale", all.phases, err, phases)
+	if all, err := parseFlags(nil); err != nil || len(all.phases) != len(phases)-5 || all.phases["storm"] || all.phases["regions"] || all.phases["relays"] || all.phases["scale"] || all.phases["restart"] {
+		t.Errorf("default phases = %v (%v), want all of %v but storm, regions, relays, scale and restart", all.phases, err, phases)
 	}
-	for _, alone := range []string{"storm", "regions", "relays", "scale"} {
+	for _, alone := range []string{"storm", "regions", "relays", "scale", "restart"} {
 		if c, err := parseFlags([]string{"-phases", alone}); err != nil || len(c.phases) != 1 || !c.phases[alone] {
 			t.Errorf("-phases %s = %v (%v)", alone, c.phases, err)
 		}
 	}
-	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale", "relays,scale"} {
+	for _, bad := range []string{"load,nope", "get", "watch,create", "load,scale", "relays,scale", "scale,restart"} {
 		if _, err := parseFlags([]string{"-phases", bad}); err == nil {
 			t.Errorf("-phases %s was accepted", bad)
 		}

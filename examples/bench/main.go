@@ -92,6 +92,11 @@ type config struct {
 	scaleMirror       bool
 	scaleSkip         map[string]bool
 	scaleServerArgs   []string
+	// The restart phase's builds and repetitions (see restart.go).
+	restartBinaries       []string
+	restartReps           int
+	restartCPUProfile     string
+	restartProfileSeconds int
 	// serverFlags are cache server flags (--name=value) for the server
 	// under test.
 	serverFlags []string
@@ -99,15 +104,16 @@ type config struct {
 	phases map[string]bool
 }
 
-var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions", "relays", "scale"}
+var phases = []string{"load", "get", "scoped", "watch", "create", "churn", "storm", "regions", "relays", "scale", "restart"}
 
-// defaultPhases leave the storm, the regions, the relays and the scale
+// defaultPhases leave the storm, the regions, the relays, the scale and the restart
 // phase out: each takes minutes of its own (the storm mostly waiting for
 // memory to come back, the regions starting two more servers and a
 // mirror's initial sync, the relays a chain of four, the scale phase
 // loading up to a quarter of a million objects into server processes of
-// its own) and is run alone, -phases storm, regions, relays or scale.
-var defaultPhases = phases[:len(phases)-4]
+// its own; the restart phase likewise) and is run alone, -phases storm,
+// regions, relays, scale or restart.
+var defaultPhases = phases[:len(phases)-5]
 
 func parseFlags(args []string) (config, error) {
 	var c config
@@ -165,6 +171,10 @@ func parseFlags(args []string) (config, error) {
 		c.serverFlags = append(c.serverFlags, v)
 		return nil
 	})
+	restartBinaries := fs.String("restart-binaries", "", "builds of our cache-server the restart phase starts in turn on one data set, comma-separated: the first is the baseline, the last the change the rows compare with it (default: -scale-server-binary alone)")
+	fs.IntVar(&c.restartReps, "restart-reps", 3, "restarts of each binary in the restart phase")
+	fs.StringVar(&c.restartCPUProfile, "restart-cpuprofile", "", "path prefix of a CPU profile of each restart's first -restart-profile-seconds (<prefix>-<binary>-<rep>.pprof)")
+	fs.IntVar(&c.restartProfileSeconds, "restart-profile-seconds", 5, "seconds of each restart the restart phase's CPU profiles cover")
 	phaseList := fs.String("phases", strings.Join(defaultPhases, ","), "comma-separated phases to run, of "+strings.Join(phases, ", ")+" (get, scoped and watch need load)")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
@@ -247,6 +257,10 @@ func parseFlags(args []string) (config, error) {
 	if c.scaleShards < 1 || c.scaleClusters < 1 {
 		return c, fmt.Errorf("-scale-shards and -scale-clusters must be positive")
 	}
+	c.restartBinaries = parseBinaries(*restartBinaries)
+	if c.restartReps < 1 || c.restartProfileSeconds < 1 {
+		return c, fmt.Errorf("-restart-reps and -restart-profile-seconds must be positive")
+	}
 	c.phases = map[string]bool{}
 	for _, p := range strings.Split(*phaseList, ",") {
 		if p = strings.TrimSpace(p); !contains(phases, p) {
@@ -254,8 +268,8 @@ func parseFlags(args []string) (config, error) {
 		}
 		c.phases[p] = true
 	}
-	if c.phases["scale"] && len(c.phases) > 1 {
-		return c, fmt.Errorf("-phases: scale runs alone (it starts server processes of its own)")
+	if (c.phases["scale"] || c.phases["restart"]) && len(c.phases) > 1 {
+		return c, fmt.Errorf("-phases: scale and restart run alone (they start server processes of their own)")
 	}
 	for _, p := range []string{"get", "scoped", "watch"} {
 		if c.phases[p] && !c.phases["load"] {
@@ -304,10 +318,15 @@ func run(cfg config) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep := newReport(cfg)
-	if cfg.phases["scale"] {
-		// The scale phase runs its servers as processes of their own.
+	if cfg.phases["scale"] || cfg.phases["restart"] {
+		// The scale and restart phases run their servers as processes of
+		// their own.
 		started := time.Now()
-		err := runScale(ctx, cfg, rep)
+		run := runScale
+		if cfg.phases["restart"] {
+			run = runRestart
+		}
+		err := run(ctx, cfg, rep)
 		rep.Environment["load_average_end"] = loadAverage()
 		rep.Environment["total_duration"] = time.Since(started).Round(time.Second).String()
 		return printReport(cfg, rep, err)

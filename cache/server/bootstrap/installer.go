@@ -13,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -42,7 +40,7 @@ func NewInstaller(crds []*apiextensionsv1.CustomResourceDefinition) *Installer {
 	return &Installer{crds: crds}
 }
 
-// run retries until every CRD is served or in conflict, or ctx ends: a
+// Run retries until every CRD is Established or in conflict, or ctx ends: a
 // post-start hook that returns an error stops the process, and a cache
 // server whose etcd is briefly unreachable should wait, not die. All CRDs
 // progress together, so that start-up takes about as long for twenty types
@@ -53,15 +51,11 @@ func (b *Installer) Run(ctx context.Context, loopback *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(loopback)
-	if err != nil {
-		return err
-	}
 	pending := append([]*apiextensionsv1.CustomResourceDefinition(nil), b.crds...)
 	err = wait.PollUntilContextCancel(ctx, bootstrapRetryInterval, true, func(ctx context.Context) (bool, error) {
 		var still []*apiextensionsv1.CustomResourceDefinition
 		for _, crd := range pending {
-			done, err := ensureCRD(ctx, crdClient, dyn, crd)
+			done, err := ensureCRD(ctx, crdClient, crd)
 			var conflict *declarationConflict
 			switch {
 			case errors.As(err, &conflict):
@@ -75,7 +69,7 @@ func (b *Installer) Run(ctx context.Context, loopback *rest.Config) error {
 			case !done:
 				still = append(still, crd)
 			default:
-				logger.V(2).Info("CRD is served", "crd", crd.Name)
+				logger.V(2).Info("CRD is Established", "crd", crd.Name)
 			}
 		}
 		pending = still
@@ -123,8 +117,8 @@ func removedStoredVersions(existing, want *apiextensionsv1.CustomResourceDefinit
 	return removed
 }
 
-// ensureCRD makes one step towards crd being served; true when it is.
-func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dynamic.Interface, want *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+// ensureCRD makes one step towards crd being Established; true when it is.
+func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, want *apiextensionsv1.CustomResourceDefinition) (bool, error) {
 	crds := client.ApiextensionsV1().CustomResourceDefinitions()
 	got, err := crds.Get(ctx, want.Name, metav1.GetOptions{})
 	switch {
@@ -144,11 +138,10 @@ func ensureCRD(ctx context.Context, client apiextensionsclient.Interface, dyn dy
 		// Discovery and OpenAPI list only Established CRDs.
 		return false, nil
 	}
-	// Established is not enough: the first lists after it get 429 while the
-	// watch cache initializes.
-	gvr := schema.GroupVersionResource{Group: want.Spec.Group, Version: want.Spec.Versions[0].Name, Resource: want.Spec.Names.Plural}
-	if _, err := dyn.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-		return false, fmt.Errorf("watch cache of %s not ready yet: %w", gvr.GroupResource(), err)
-	}
+	// Established is enough: whether the type's watch cache serves (the
+	// first lists of a type answer 429 while it fills) is the types
+	// readiness check's to say, on every /readyz. Waiting for it here too
+	// kept /readyz unready for up to a retry interval after the last cache
+	// filled.
 	return true, nil
 }

@@ -139,6 +139,16 @@ func (cfg Config) etcdConfig() (*embed.Config, string, error) {
 	if ec.InitialCluster == "" {
 		ec.InitialCluster = ec.Name + "=" + peerURL.String()
 	}
+	if cfg.InitialCluster == "" && cfg.Group == nil {
+		// A member alone elects itself once its randomized election
+		// timeout passes after etcd fast-forwards all but one tick of it:
+		// 0.1–1 s of every start at etcd's defaults (100 ms ticks, 1 s
+		// timeout), with nothing to wait for. It has no peers to send
+		// heartbeats to or to lose its leadership to, so shorter ticks
+		// cost a timer and nothing else; etcd's request timeout (5 s plus
+		// twice the election timeout) becomes 5.2 s instead of 7 s.
+		ec.TickMs, ec.ElectionMs = singleMemberTickMs, singleMemberElectionMs
+	}
 	if cfg.TLS != nil {
 		ec.ClientTLSInfo = cfg.TLS.serverInfo()
 		ec.PeerTLSInfo = cfg.TLS.serverInfo()
@@ -368,6 +378,14 @@ func portOrFree(port int) (int, error) {
 const (
 	snapshotCount          = 2500
 	snapshotCatchUpEntries = 500
+)
+
+// singleMemberTickMs and singleMemberElectionMs are the raft timings of a
+// member alone in its cluster: it elects itself within 10–100 ms of its
+// start.
+const (
+	singleMemberTickMs     = 10
+	singleMemberElectionMs = 100
 )
 
 func orDefault(d, def time.Duration) time.Duration {

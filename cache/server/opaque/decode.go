@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 	"unique"
 	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kjson "sigs.k8s.io/json"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -23,10 +25,23 @@ import (
 // delete event share them with the object, but costs about 210 bytes of
 // bookkeeping for every cached object (measured with examples/bench), while
 // the delete event lives only in the watch cache's history.
+//
+// It decodes only the fields it keeps (storedMeta), not the rest of the
+// metadata: a watch cache's fill decodes every object of its type, and a
+// kcp object's managedFields, decoded into entries and dropped, were about
+// half of that. Stored metadata is written by Codec from a complete
+// ObjectMeta, so the rest parses as well when it is asked for (full); bytes
+// that are not valid JSON still fail here.
 func decodeStored(data []byte, o *Object) error {
-	p, m, err := parse(data)
+	p, err := split(data)
 	if err != nil {
 		return err
+	}
+	var m storedMeta
+	if p.meta != nil {
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(p.meta, &m); err != nil {
+			return fmt.Errorf("metadata: %w", err)
+		}
 	}
 	*o = Object{
 		TypeMeta: metav1.TypeMeta{APIVersion: internString(p.apiVersion), Kind: internString(p.kind)},
@@ -48,11 +63,81 @@ func decodeStored(data []byte, o *Object) error {
 		o.rawMetaValid = true
 		o.shard = internString(m.Annotations[kcpcache.AnnotationShard])
 		o.cluster = internString(m.Annotations[kcpcache.AnnotationCluster])
-	} else {
-		o.meta = &m
+		return nil
 	}
+	full := &metav1.ObjectMeta{}
+	if p.meta != nil {
+		if err := unmarshalMeta(p.meta, full); err != nil {
+			return err
+		}
+	}
+	o.meta = full
 	return nil
 }
+
+// storedMeta is what decodeStored reads of stored metadata: the fields of
+// hotMeta, the partition annotations and resourceVersion, decoded, and
+// every other field of ObjectMeta under its name and type, so that
+// metadata decodes here exactly when it decodes as an ObjectMeta. The
+// managedFields are checked without being kept (checkedManagedFields).
+type storedMeta struct {
+	Name                       string                      `json:"name,omitempty"`
+	GenerateName               string                      `json:"generateName,omitempty"`
+	Namespace                  string                      `json:"namespace,omitempty"`
+	SelfLink                   string                      `json:"selfLink,omitempty"`
+	UID                        types.UID                   `json:"uid,omitempty"`
+	ResourceVersion            string                      `json:"resourceVersion,omitempty"`
+	Generation                 int64                       `json:"generation,omitempty"`
+	CreationTimestamp          metav1.Time                 `json:"creationTimestamp,omitempty"`
+	DeletionTimestamp          *metav1.Time                `json:"deletionTimestamp,omitempty"`
+	DeletionGracePeriodSeconds *int64                      `json:"deletionGracePeriodSeconds,omitempty"`
+	Labels                     map[string]string           `json:"labels,omitempty"`
+	Annotations                map[string]string           `json:"annotations,omitempty"`
+	OwnerReferences            []metav1.OwnerReference     `json:"ownerReferences,omitempty"`
+	Finalizers                 []string                    `json:"finalizers,omitempty"`
+	ManagedFields              []checkedManagedFieldsEntry `json:"managedFields,omitempty"`
+}
+
+// checkedManagedFieldsEntry accepts what metav1.ManagedFieldsEntry accepts
+// and keeps nothing: it has no size, so neither has a slice of them.
+type checkedManagedFieldsEntry struct {
+	Manager     checkedString `json:"manager,omitempty"`
+	Operation   checkedString `json:"operation,omitempty"`
+	APIVersion  checkedString `json:"apiVersion,omitempty"`
+	Time        checkedTime   `json:"time,omitempty"`
+	FieldsType  checkedString `json:"fieldsType,omitempty"`
+	FieldsV1    checkedAny    `json:"fieldsV1,omitempty"`
+	Subresource checkedString `json:"subresource,omitempty"`
+}
+
+// checkedString accepts what a string field accepts: a string or null.
+type checkedString struct{}
+
+func (*checkedString) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && (b[0] == '"' || string(b) == "null") {
+		return nil
+	}
+	return fmt.Errorf("cannot unmarshal %s into a string", b)
+}
+
+// checkedTime accepts what a metav1.Time field accepts.
+type checkedTime struct{}
+
+func (*checkedTime) UnmarshalJSON(b []byte) error {
+	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 {
+		// A string without escapes is its text; metav1.Time decodes it
+		// with encoding/json first, the larger part of its cost.
+		_, err := time.Parse(time.RFC3339, string(b[1:len(b)-1]))
+		return err
+	}
+	var t metav1.Time
+	return t.UnmarshalJSON(b)
+}
+
+// checkedAny accepts any value, as metav1.FieldsV1 does.
+type checkedAny struct{}
+
+func (*checkedAny) UnmarshalJSON([]byte) error { return nil }
 
 // concat returns meta followed by body as a string, in one allocation.
 func concat(meta, body []byte) string {

@@ -125,8 +125,8 @@ func (o *Object) DeepCopy() *Object {
 }
 
 // full returns the complete metadata: meta itself, or for a partial object
-// a fresh parse of the stored bytes (which parsed when the object was
-// decoded, so parsing again cannot fail), or for an object without stored
+// a fresh parse of the stored bytes (every field of which was checked when
+// the object was decoded, so parsing again cannot fail), or for an object without stored
 // metadata (an empty one) its hot fields.
 func (o *Object) full() *metav1.ObjectMeta {
 	if o.meta != nil {
