@@ -157,6 +157,19 @@ func TestCBORReadersGetWhatJSONReadersGet(t *testing.T) {
 		t.Errorf("a LIST without Accept: %d %s, want 200 application/json", status, contentType)
 	}
 
+	// Metadata-only lists (metadata informers) in CBOR too; a Table only
+	// in JSON or YAML (upstream's RequestScope.AllowsMediaTypeTransform),
+	// so a CBOR Table is 406, never 500.
+	for accept, want := range map[string]int{
+		"application/cbor;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io": http.StatusOK,
+		"application/cbor;as=Table;v=v1;g=meta.k8s.io":                     http.StatusNotAcceptable,
+	} {
+		status, contentType := rawGet(t, srv, accept, kcpcache.JoinHostPath(srv.Config().Host, kcpcache.ScopedPath(kcpcache.Scope{Shard: "*", Cluster: "*"}, "/apis/apis.kcp.io/v1alpha1/apiexports")))
+		if status != want || (want == http.StatusOK && contentType != "application/cbor") {
+			t.Errorf("a LIST with Accept %s: %d %s, want %d", accept, status, contentType, want)
+		}
+	}
+
 	// A client that prefers CBOR for its bodies is answered 415 and
 	// writes JSON from then on (client-go's fallback).
 	clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.ClientsPreferCBOR, true)
