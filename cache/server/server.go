@@ -11,7 +11,9 @@ import (
 
 	apiextensionsapiserver "k8s.io/apiextensions-apiserver/pkg/apiserver"
 	"k8s.io/apiserver/pkg/admission"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
@@ -134,6 +136,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		MaxRequestBodyBytes: maxObjectRequestBytes(generic.MaxRequestBodyBytes),
 		MinRequestTimeout:   time.Duration(generic.MinRequestTimeout) * time.Second,
 		Lists:               c.extra.Lists,
+		ServeCBOR:           utilfeature.DefaultFeatureGate.Enabled(genericfeatures.CBORServingAndStorage),
 	})
 	if s.homes, err = newHomes(ctx, c.extra.Hierarchy, s.etcdClient, c.derived.storage.Prefix, s.epoch.Epoch); err != nil {
 		s.plane.Destroy()

@@ -41,6 +41,15 @@ type listResult struct {
 	cacheCPU, bodyCPU, bodyNoGzipCPU, etcdCPU, etcdRawCPU summary
 	bytesPerObject                                        float64 // average stored (etcd value) size
 	bodyBytes, bodyBytesNoGzip                            int     // response body size (decompressed)
+	// At the full size only (listCheckpoint): the same number of bytes as
+	// the uncompressed body over loopback TLS; the dynamic client's LIST
+	// and the body alone in CBOR, when the cache serves it.
+	wire, wireCPU                                summary
+	wireSuite                                    string
+	wireBytes                                    int
+	cborServed                                   bool
+	cborList, cborListCPU, cborBody, cborBodyCPU summary
+	cborBodyBytes                                int
 }
 
 type bench struct {

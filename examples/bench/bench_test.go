@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"math"
 	"os"
@@ -599,5 +601,26 @@ func TestCuratedPassOn(t *testing.T) {
 	h := curatedHeld{listed: map[string]int{"apiexports.apis.kcp.io": 20}, stored: map[string]int64{"apiexports.apis.kcp.io": 20}}
 	if h.total() != 20 || storedText(h) != "apiexports 20, apiresourceschemas 0" {
 		t.Errorf("held %d, stored %q", h.total(), storedText(h))
+	}
+}
+
+func TestTLSLoopbackMovesTheBytesAskedWithTheSuiteAsked(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ version, suite uint16 }{
+		{tls.VersionTLS13, tls.TLS_AES_128_GCM_SHA256},
+		{tls.VersionTLS12, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256},
+	} {
+		lb, err := newTLSLoopback(ctx, c.version, c.suite, []byte("payload"))
+		if err != nil {
+			t.Fatalf("%s: %v", tls.CipherSuiteName(c.suite), err)
+		}
+		for _, n := range []int{1, 7, 100 << 10} {
+			if err := lb.transfer(n); err != nil {
+				t.Errorf("%s, %d bytes: %v", lb.suite, n, err)
+			}
+		}
+		if err := lb.close(); err != nil {
+			t.Errorf("%s: the server: %v", lb.suite, err)
+		}
 	}
 }

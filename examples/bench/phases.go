@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"math/rand"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 )
@@ -99,6 +99,7 @@ func (b *bench) loadAndList(ctx context.Context) error {
 			Target:     &target{Text: "≤ 1.5×", AtMost: true, Bound: 1.5},
 			Indicative: n != 10000,
 		})
+		b.wireRows(lr, n)
 	}
 
 	// Memory: growth of the whole process (server, embedded etcd, and this
@@ -163,7 +164,10 @@ func writeHeapProfile(path string) error {
 // "*/*" LISTs with the dynamic client; the same LIST's response body alone
 // (with and without gzip), without client decoding; raw etcd ranges of the
 // same keys with every value decoded as the dynamic client decodes items;
-// and the raw ranges alone.
+// and the raw ranges alone. At the data set's full size also: the LIST's
+// uncompressed body copied over a loopback TLS connection (the wire's
+// limit), and, when the cache serves CBOR, the dynamic client's LIST and
+// the body alone in CBOR.
 func (b *bench) listCheckpoint(ctx context.Context, size int) error {
 	dyn, err := b.resource(everything, false)
 	if err != nil {
@@ -171,9 +175,35 @@ func (b *bench) listCheckpoint(ctx context.Context, size int) error {
 	}
 	prefix := resourceKeyPrefix(b.srv.etcdPrefix)
 	url := kcpcache.JoinHostPath(b.srv.admin.Host, kcpcache.ScopedPath(everything, "/apis/"+apiExports.Group+"/"+apiExports.Version+"/"+apiExports.Resource))
-	const kinds = 5
-	var wall, cpu [kinds][]time.Duration
+	const maxKinds = 8
+	kinds := 5
+	var wall, cpu [maxKinds][]time.Duration
 	var lr listResult
+	var wire *tlsLoopback
+	var cborDyn dynamic.ResourceInterface
+	if size == b.cfg.objects {
+		kinds = maxKinds
+		version, suite, body, err := b.cacheTLS(ctx, url)
+		if err != nil {
+			return err
+		}
+		if wire, err = newTLSLoopback(ctx, version, suite, body); err != nil {
+			return err
+		}
+		defer func() { _ = wire.close() }()
+		lr.wireSuite, lr.wireBytes = wire.suite, len(body)
+		if lr.cborServed, err = b.servesCBOR(ctx, url); err != nil {
+			return err
+		}
+		if lr.cborServed {
+			if cborDyn, err = b.cborResource(); err != nil {
+				return err
+			}
+			if _, err := cborDyn.List(ctx, listConsistent); err != nil { // opens its connection
+				return err
+			}
+		}
+	}
 	for rep := 0; rep < b.cfg.listReps; rep++ {
 		for k := 0; k < kinds; k++ {
 			kind := (rep + k) % kinds
@@ -202,6 +232,24 @@ func (b *bench) listCheckpoint(ctx context.Context, size int) error {
 					items, bytes, err := b.etcdRange(ctx, prefix)
 					got, lr.bytesPerObject = len(items), float64(bytes)/float64(size)
 					return err
+				case 5:
+					return wire.transfer(lr.wireBytes)
+				case 6:
+					if cborDyn == nil {
+						return nil
+					}
+					l, err := cborDyn.List(ctx, listConsistent)
+					if err == nil {
+						got = len(l.Items)
+					}
+					return err
+				case 7:
+					if cborDyn == nil {
+						return nil
+					}
+					n, err := b.readBodyAs(ctx, b.noGzipClient, url, "application/cbor")
+					lr.cborBodyBytes = n
+					return err
 				default:
 					resp, err := b.srv.etcd.Get(ctx, prefix, clientv3.WithPrefix())
 					if err == nil {
@@ -222,31 +270,18 @@ func (b *bench) listCheckpoint(ctx context.Context, size int) error {
 	}
 	lr.cache, lr.body, lr.bodyNoGzip, lr.etcd, lr.etcdRaw = summarize(wall[0]), summarize(wall[1]), summarize(wall[2]), summarize(wall[3]), summarize(wall[4])
 	lr.cacheCPU, lr.bodyCPU, lr.bodyNoGzipCPU, lr.etcdCPU, lr.etcdRawCPU = summarize(cpu[0]), summarize(cpu[1]), summarize(cpu[2]), summarize(cpu[3]), summarize(cpu[4])
+	lr.wire, lr.wireCPU = summarize(wall[5]), summarize(cpu[5])
+	if cborDyn != nil {
+		lr.cborList, lr.cborListCPU, lr.cborBody, lr.cborBodyCPU = summarize(wall[6]), summarize(cpu[6]), summarize(wall[7]), summarize(cpu[7])
+	}
 	b.lists[size] = lr
 	return nil
 }
 
-// readBody GETs url and reads the whole (decompressed) body; it returns the
-// body's size.
+// readBody GETs url as JSON and reads the whole (decompressed) body; it
+// returns the body's size.
 func (b *bench) readBody(ctx context.Context, h *http.Client, url string) (int, error) {
-	req, err := newGet(ctx, url)
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := h.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	n, err := io.Copy(io.Discard, resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return int(n), nil
+	return b.readBodyAs(ctx, h, url, "application/json")
 }
 
 // getByName measures GETs of random objects by name: from the watch cache

@@ -73,7 +73,7 @@ func (r *Registry) publish(ctx context.Context, p publication, etcd *clientv3.Cl
 	if err != nil {
 		return fmt.Errorf("building the identity-less storage of %s: %w", gr, err)
 	}
-	scopes, err := newRequestScopes(res, t, store, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes})
+	scopes, err := newRequestScopes(res, t, store, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes, cbor: r.cfg.ServeCBOR})
 	if err != nil {
 		return fmt.Errorf("building request scopes of %s: %w", gr, err)
 	}

@@ -34,6 +34,11 @@ type Config struct {
 	MinRequestTimeout time.Duration
 	// Lists bound the LISTs served at once.
 	Lists ListLimits
+	// ServeCBOR answers in CBOR (application/cbor) the clients whose Accept
+	// header prefers it; JSON stays the default and request bodies stay
+	// JSON or YAML. The server sets it from upstream's feature gate
+	// CBORServingAndStorage, as apiextensions serves custom resources.
+	ServeCBOR bool
 }
 
 // Registry is the set of served types. It is safe for concurrent use; types
@@ -145,7 +150,7 @@ func (r *Registry) register(ctx context.Context, res Resource, pin bool) error {
 		}
 		return fmt.Errorf("printer columns of %s: %w", gr, err)
 	}
-	scopes, err := newRequestScopes(res, t, tables, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes})
+	scopes, err := newRequestScopes(res, t, tables, scopeConfig{authorizer: r.cfg.Authorizer, maxRequestBodyBytes: r.cfg.MaxRequestBodyBytes, cbor: r.cfg.ServeCBOR})
 	if err != nil {
 		if s.store != oldStore(old) {
 			s.store.DestroyFunc()

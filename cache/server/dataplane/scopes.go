@@ -18,6 +18,8 @@ import (
 type scopeConfig struct {
 	authorizer          authorizer.Authorizer
 	maxRequestBodyBytes int64
+	// cbor answers in CBOR too (Config.ServeCBOR).
+	cbor bool
 }
 
 // newRequestScopes builds one upstream RequestScope per served version of
@@ -28,7 +30,11 @@ type scopeConfig struct {
 // origin's), not the field manager's record of the writer (package
 // partition).
 func newRequestScopes(r Resource, t typing, tables rest.TableConvertor, c scopeConfig) (map[string]*handlers.RequestScope, error) {
-	serializer := opaque.NewSerializer(opaque.Type{Group: r.Group, Kind: r.Kind, ListKind: r.ListKind})
+	var opts []opaque.Option
+	if c.cbor {
+		opts = append(opts, opaque.WithCBOR())
+	}
+	serializer := opaque.NewSerializer(opaque.Type{Group: r.Group, Kind: r.Kind, ListKind: r.ListKind}, opts...)
 	equivalent := runtime.NewEquivalentResourceRegistry()
 	for _, v := range r.Versions {
 		equivalent.RegisterKindFor(schema.GroupVersionResource{Group: r.Group, Version: v, Resource: r.Resource}, "", schema.GroupVersionKind{Group: r.Group, Version: v, Kind: r.Kind})

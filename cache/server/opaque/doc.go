@@ -19,6 +19,7 @@
 // read from storage and never modified take the fast path.
 //
 // Codec is the storage codec and Serializer the negotiated serializer of one
-// served type; both speak JSON only (the cache, like apiextensions, serves no
-// protobuf).
+// served type; both speak JSON (the cache, like apiextensions, serves no
+// protobuf). With WithCBOR, Serializer also answers in CBOR, transcoding the
+// JSON it writes in one pass (cbor.go); storage stays JSON.
 package opaque
