@@ -68,6 +68,13 @@ type config struct {
 	stormDuration time.Duration
 	stormGetsFor  time.Duration
 	stormAfter    time.Duration
+	// stormFreshTLS makes every storm LIST dial and handshake a new TLS
+	// connection, as a fleet of short-lived clients (kubectl, scripts, new
+	// pods) does, rather than reuse one per client.
+	stormFreshTLS bool
+	// stormHeapProfile is where a heap profile taken three quarters into
+	// the storm is written (what is live while it runs), if set.
+	stormHeapProfile string
 	// The regions phase's sizes (see regions).
 	regionsObjects       int
 	regionsInterval      time.Duration
@@ -150,6 +157,8 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.stormDuration, "storm-duration", 20*time.Second, "how long the storm runs (and GETs are measured during it)")
 	fs.DurationVar(&c.stormGetsFor, "storm-gets-for", 5*time.Second, "how long GETs are measured alone before the storm")
 	fs.DurationVar(&c.stormAfter, "storm-after", time.Minute, "how long after the storm the RSS is measured again")
+	fs.StringVar(&c.stormHeapProfile, "storm-heapprofile", "", "write a heap profile (live objects as of the last collection) taken three quarters into the storm to this file")
+	fs.BoolVar(&c.stormFreshTLS, "storm-fresh-tls", true, "every storm LIST on a new TLS connection (a handshake each); false keeps one connection per lister")
 	fs.IntVar(&c.regionsObjects, "regions-objects", 300, "objects a shard creates at the home cache, one at a time, in the regions phase's propagation measurement (their GETs follow)")
 	fs.DurationVar(&c.regionsInterval, "regions-interval", 50*time.Millisecond, "pace of the regions phase's creates (one per interval)")
 	fs.IntVar(&c.regionsGets, "regions-gets", 300, "GETs of each kind in the regions phase (consistent at the mirror, consistent at the home, resourceVersion=0 at the mirror)")

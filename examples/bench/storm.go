@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -28,8 +29,11 @@ import (
 // Every client has a connection of its own, as separate shards and
 // controllers do: on one shared HTTP/2 connection a GET's response would
 // queue behind the LISTs' bodies in the client's own flow control, which
-// says nothing about the server. Bodies are read as bytes, so that client
-// decoding does not compete with the server for CPU more than reading does.
+// says nothing about the server. By default (-storm-fresh-tls) every LIST
+// dials and handshakes a connection of its own, as short-lived clients do,
+// so that handshakes are part of the storm. Bodies are read as bytes, so
+// that client decoding does not compete with the server for CPU more than
+// reading does.
 func (b *bench) listStorm(ctx context.Context) error {
 	n := b.cfg.objects
 	if !b.cfg.phases["load"] {
@@ -83,9 +87,10 @@ func (b *bench) listStorm(ctx context.Context) error {
 	var firstErr error
 	var errOnce sync.Once
 	var wg sync.WaitGroup
+	var dials atomic.Int64
 	listers := make([]*http.Client, b.cfg.stormLists)
 	for i := range listers {
-		if listers[i], err = b.ownConnection(); err != nil {
+		if listers[i], err = b.countedConnection(&dials, b.cfg.stormFreshTLS); err != nil {
 			stopStorm()
 			stopSampling()
 			return err
@@ -121,10 +126,27 @@ func (b *bench) listStorm(ctx context.Context) error {
 			}
 		}()
 	}
+	profiled := make(chan error, 1)
+	if b.cfg.stormHeapProfile != "" {
+		go func() {
+			select {
+			case <-stormCtx.Done():
+				profiled <- nil
+			case <-time.After(b.cfg.stormDuration * 3 / 4):
+				profiled <- writeHeapProfile(b.cfg.stormHeapProfile)
+			}
+		}()
+	} else {
+		profiled <- nil
+	}
 	during, getErr := b.getLoop(ctx, getter, getURL, n, b.cfg.stormDuration)
 	stormTime := time.Since(stormStart)
 	stopStorm()
 	wg.Wait()
+	if err := <-profiled; err != nil {
+		stopSampling()
+		return err
+	}
 	stormEnd := readMemory()
 	if getErr != nil {
 		stopSampling()
@@ -179,8 +201,8 @@ func (b *bench) listStorm(ctx context.Context) error {
 		Cache: fmt.Sprintf("%.1f LISTs/s", throughput), Baseline: fmt.Sprintf("%.1f LISTs/s one at a time", aloneRate),
 		CacheValue: throughput, BaselineValue: aloneRate, Unit: "lists/s",
 		Ratio:        ratio(throughput, aloneRate),
-		RatioMeaning: fmt.Sprintf("completed */* LISTs per second of the storm (%d in %s, %.0f MB/s of JSON; %d answered 429 and retried after Retry-After; %d failed on their connection and retried) ÷ one LIST at a time alone (p50 %s, %.1f MB)", lists.Load(), stormTime.Round(time.Millisecond), throughput*float64(bodyBytes)/1e6, tooMany.Load(), failed.Load(), ms(aloneList.P50), float64(bodyBytes)/1e6),
-		Details:      map[string]interface{}{"lists": lists.Load(), "too_many_requests": tooMany.Load(), "failed": failed.Load(), "first_failure": fmt.Sprint(firstErr), "alone": aloneList, "body_bytes": bodyBytes},
+		RatioMeaning: fmt.Sprintf("completed */* LISTs per second of the storm (%d in %s, %.0f MB/s of JSON; %d answered 429 and retried after Retry-After; %d failed on their connection and retried; %d TLS connections dialed, fresh per LIST: %t) ÷ one LIST at a time alone (p50 %s, %.1f MB)", lists.Load(), stormTime.Round(time.Millisecond), throughput*float64(bodyBytes)/1e6, tooMany.Load(), failed.Load(), dials.Load(), b.cfg.stormFreshTLS, ms(aloneList.P50), float64(bodyBytes)/1e6),
+		Details:      map[string]interface{}{"lists": lists.Load(), "too_many_requests": tooMany.Load(), "failed": failed.Load(), "first_failure": fmt.Sprint(firstErr), "alone": aloneList, "body_bytes": bodyBytes, "dials": dials.Load(), "fresh_tls": b.cfg.stormFreshTLS},
 	})
 	return nil
 }
@@ -205,9 +227,41 @@ func (b *bench) getLoop(ctx context.Context, h *http.Client, url func(int) strin
 // client-go shares one transport among equal configurations, but never one
 // with a custom dialer.
 func (b *bench) ownConnection() (*http.Client, error) {
+	return b.countedConnection(nil, false)
+}
+
+// countedConnection is ownConnection counting its dials in dials, if not
+// nil; with singleUse every request dials and handshakes a connection of
+// its own, closed after its answer.
+func (b *bench) countedConnection(dials *atomic.Int64, singleUse bool) (*http.Client, error) {
 	cfg := rest.CopyConfig(b.srv.admin)
-	cfg.Dial = (&net.Dialer{Timeout: 10 * time.Second}).DialContext
-	return rest.HTTPClientFor(cfg)
+	dial := (&net.Dialer{Timeout: 10 * time.Second}).DialContext
+	cfg.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		if dials != nil {
+			dials.Add(1)
+		}
+		return dial(ctx, network, address)
+	}
+	h, err := rest.HTTPClientFor(cfg)
+	if err != nil || !singleUse {
+		return h, err
+	}
+	// client-go wraps its transport (user agent, authentication); the
+	// innermost one is net/http's, whose connections, HTTP/2 ones too,
+	// serve a single request when keep-alives are off. client-go keeps no
+	// TLS session cache, so each handshake is a full one.
+	rt := h.Transport
+	for {
+		if t, ok := rt.(*http.Transport); ok {
+			t.DisableKeepAlives = true
+			return h, nil
+		}
+		w, ok := rt.(utilnet.RoundTripperWrapper)
+		if !ok {
+			return nil, fmt.Errorf("no net/http transport under client-go's %T", rt)
+		}
+		rt = w.WrappedRoundTripper()
+	}
 }
 
 // tooManyRequests is a 429 answer.
@@ -301,3 +355,4 @@ func (p *peakMemory) get() memoryNow {
 	defer p.mu.Unlock()
 	return p.high
 }
+
