@@ -234,6 +234,8 @@ type listReservation struct {
 	b *listBudget
 	// held is the objects reserved; listed the objects the LIST returned.
 	held, listed int
+	// flight is the shared answer this LIST leads, if any.
+	flight *flightStart
 }
 
 func reservationFrom(ctx context.Context) *listReservation {

@@ -49,6 +49,8 @@ type Registry struct {
 	// LISTs by.
 	lists  *listBudget
 	counts *objectCounts
+	// flights are the identical LISTs answered together (sharedlists.go).
+	flights *listFlights
 	// copyScopes are the request scopes of writes of copies.
 	copyScopes copyScopes
 
@@ -90,7 +92,7 @@ var errShuttingDown = errors.New("the cache server is shutting down")
 
 // NewRegistry returns an empty registry.
 func NewRegistry(cfg Config) *Registry {
-	return &Registry{cfg: cfg, lists: newListBudget(cfg.Lists), counts: newObjectCounts(clock.RealClock{}), served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
+	return &Registry{cfg: cfg, lists: newListBudget(cfg.Lists), flights: newListFlights(), counts: newObjectCounts(clock.RealClock{}), served: map[schema.GroupResource]*served{}, published: map[schema.GroupResource]*publishedType{}}
 }
 
 // Pin registers a type that is served for the registry's whole life, such
