@@ -52,7 +52,7 @@ func (r *Registry) listHandler(store *registry.Store, scope *handlers.RequestSco
 			// server and at a client: written all at once, the answers of
 			// a large flight would starve GETs as the LISTs themselves
 			// would, so a joiner takes its turn in the budget to write.
-			if err := res.reserve(ctx, a.objects); err != nil {
+			if err := res.reserve(ctx, a.joinerCost(r.lists.capacity())); err != nil {
 				responsewriters.ErrorNegotiated(err, scope.Serializer, scope.Kind.GroupVersion(), w, req)
 				return
 			}

@@ -172,3 +172,19 @@ func TestFlightsJoinOnlyBeforeTheRead(t *testing.T) {
 		t.Error("after a failed flight, a LIST joins it")
 	}
 }
+
+// A joiner reserves a quarter of what its answer's LIST took: answers
+// larger than the budget too, which the LIST itself took alone.
+func TestJoinerCost(t *testing.T) {
+	for _, c := range []struct{ objects, capacity, want int }{
+		{5000, 5000, 1250},
+		{15000, 5000, 1250},
+		{400, 5000, 100},
+		{3, 5000, 1},
+		{0, 5000, 1},
+	} {
+		if got := (&sharedAnswer{objects: c.objects}).joinerCost(c.capacity); got != c.want {
+			t.Errorf("%d objects, budget %d: %d, want %d", c.objects, c.capacity, got, c.want)
+		}
+	}
+}
