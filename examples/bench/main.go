@@ -75,6 +75,10 @@ type config struct {
 	// stormHeapProfile is where a heap profile taken three quarters into
 	// the storm is written (what is live while it runs), if set.
 	stormHeapProfile string
+	// stormServerBinary runs the storm against a cache-server process of
+	// its own, so that the RSS figures are the server's alone, not the
+	// server's with the storm's 200 clients in the same process.
+	stormServerBinary string
 	// The regions phase's sizes (see regions).
 	regionsObjects       int
 	regionsInterval      time.Duration
@@ -157,6 +161,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.stormDuration, "storm-duration", 20*time.Second, "how long the storm runs (and GETs are measured during it)")
 	fs.DurationVar(&c.stormGetsFor, "storm-gets-for", 5*time.Second, "how long GETs are measured alone before the storm")
 	fs.DurationVar(&c.stormAfter, "storm-after", time.Minute, "how long after the storm the RSS is measured again")
+	fs.StringVar(&c.stormServerBinary, "storm-server-binary", "", "run the storm against this cache-server binary in a process of its own (its RSS alone in rows 9b/9c; -server-flag values are passed to it), instead of the server in the bench's process")
 	fs.StringVar(&c.stormHeapProfile, "storm-heapprofile", "", "write a heap profile (live objects as of the last collection) taken three quarters into the storm to this file")
 	fs.BoolVar(&c.stormFreshTLS, "storm-fresh-tls", true, "every storm LIST on a new TLS connection (a handshake each); false keeps one connection per lister")
 	fs.IntVar(&c.regionsObjects, "regions-objects", 300, "objects a shard creates at the home cache, one at a time, in the regions phase's propagation measurement (their GETs follow)")
