@@ -386,4 +386,3 @@ func (p *peakMemory) get() memoryNow {
 	defer p.mu.Unlock()
 	return p.high
 }
-
