@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/kcp-cache/kcp-cache/cache/client"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 )
@@ -102,8 +100,7 @@ func restartOne(ctx context.Context, cfg config, binaries []string, n int) ([]re
 			ready := time.Since(started)
 			for _, t := range scaleMix {
 				if err := cachetest.Poll(ctx, func(ctx context.Context) error {
-					_, err := wildcard(dyn, t.gvr).List(ctx, metav1.ListOptions{Limit: 1})
-					return err
+					return listableFromCache(ctx, dyn, t.gvr)
 				}); err != nil {
 					return nil, fmt.Errorf("waiting for %s after the restart of %s: %w", t.gvr.Resource, b, err)
 				}
