@@ -173,13 +173,13 @@ func TestFlightsJoinOnlyBeforeTheRead(t *testing.T) {
 	}
 }
 
-// A joiner reserves a quarter of what its answer's LIST took: answers
-// larger than the budget too, which the LIST itself took alone.
+// A joiner reserves half of what its answer's LIST took: answers larger
+// than the budget too, which the LIST itself took alone.
 func TestJoinerCost(t *testing.T) {
 	for _, c := range []struct{ objects, capacity, want int }{
-		{5000, 5000, 1250},
-		{15000, 5000, 1250},
-		{400, 5000, 100},
+		{5000, 5000, 2500},
+		{15000, 5000, 2500},
+		{400, 5000, 200},
 		{3, 5000, 1},
 		{0, 5000, 1},
 	} {
