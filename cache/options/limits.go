@@ -58,6 +58,10 @@ type LimitOptions struct {
 	// 90% of it; every server refuses new objects (507) while its live
 	// heap is above FullPercent of it.
 	MemoryLimit string
+	// GCPercent is the garbage collector's target (GOGC) a standalone
+	// server sets (gc_percent.go); GOGC in the environment wins. A mounted
+	// cache leaves its host's.
+	GCPercent int
 }
 
 // NewLimitOptions returns the defaults.
@@ -69,6 +73,7 @@ func NewLimitOptions() *LimitOptions {
 		ListWaitTimeout:             DefaultListWaitTimeout,
 		ReturnMemoryAfterLists:      true,
 		MemoryLimit:                 MemoryLimitAuto,
+		GCPercent:                   DefaultGCPercent,
 	}
 }
 
@@ -86,6 +91,8 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 		"After a burst of LISTs, return the memory it used to the operating system (a forced garbage collection, at most once a minute).")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
 		"What the server may hold in memory: auto (the limit of the process's memory cgroup, e.g. a container's; none if it has none), none, or a quantity (e.g. 2Gi). A standalone server sets the Go runtime's memory limit to 90% of it (unless GOMEMLIMIT is set), so that it collects garbage before the kernel would kill it, and refuses new objects with 507 while its live heap is above 40% of it, so that what it holds keeps fitting; reads, updates and deletes go on.")
+	fs.IntVar(&o.GCPercent, "gogc", o.GCPercent,
+		"The Go garbage collector's target for a standalone server, as GOGC: the heap may grow by this percentage of what is live before the next collection. Lower keeps less memory at rest and costs more CPU per write; Go's default is 100. GOGC in the environment wins. 10 to 1000.")
 }
 
 // Validate checks the bounds.
@@ -101,6 +108,9 @@ func (o *LimitOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--max-list-objects-in-flight must not be negative, got %d", o.MaxListObjectsInFlight))
 	}
 	if _, _, err := o.ResolveMemoryLimit(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateGCPercent(o.GCPercent); err != nil {
 		errs = append(errs, err)
 	}
 	if o.MaxListObjectsInFlight > 0 && o.ListWaitTimeout <= 0 {

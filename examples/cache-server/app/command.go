@@ -61,6 +61,9 @@ stopped server's data for kcp's cache-server. Each has its own --help.`,
 			return err
 		}
 		logger.Info("Memory limit", "limitBytes", limit, "source", source, "goMemoryLimitBytes", goLimit)
+		// And its collector's target, chosen for a cache.
+		gcPercent, gcSource := completed.ApplyGCPercent()
+		logger.Info("Garbage collector target", "gogc", gcPercent, "source", gcSource)
 		for _, f := range completed.IgnoredFlags {
 			logger.Info("Flag accepted for compatibility with kcp's cache-server has no effect", "flag", f.Name, "value", f.Value, "reason", f.Reason)
 		}
