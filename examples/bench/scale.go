@@ -197,7 +197,15 @@ func startScaleServer(ctx context.Context, name, binary, root string, memoryLimi
 func (s *scaleServer) start(ctx context.Context) error {
 	s.log = &bytes.Buffer{}
 	s.cmd = exec.Command(s.binary, s.args...)
-	s.cmd.Stdout, s.cmd.Stderr = &lockedWriter{w: s.log}, &lockedWriter{w: s.log}
+	w := &lockedWriter{w: s.log}
+	if scaleServerLog != "" {
+		f, err := os.OpenFile(fmt.Sprintf("%s-%s.log", scaleServerLog, s.name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		w.tee = f
+	}
+	s.cmd.Stdout, s.cmd.Stderr = w, w
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		return err
@@ -829,11 +837,20 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer
+	// tee, if set, gets every write as well (-scale-server-log).
+	tee io.Writer
 }
+
+// scaleServerLog is -scale-server-log: the path prefix of a file per server
+// that gets its whole log.
+var scaleServerLog string
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.tee != nil {
+		_, _ = l.tee.Write(p)
+	}
 	if l.w.Len() > 1<<20 {
 		l.w.Reset()
 	}
