@@ -10,13 +10,14 @@ import (
 // Not parallel: feature gates belong to the process.
 func TestFeatureGates(t *testing.T) {
 	snapshots := func() bool { return utilfeature.DefaultFeatureGate.Enabled(features.ListFromCacheSnapshot) }
-	restore := snapshots()
+	sizes := func() bool { return utilfeature.DefaultFeatureGate.Enabled(features.SizeBasedListCostEstimate) }
+	restore := map[string]bool{string(features.ListFromCacheSnapshot): snapshots(), string(features.SizeBasedListCostEstimate): sizes()}
 	t.Cleanup(func() {
-		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.ListFromCacheSnapshot): restore}); err != nil {
+		if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(restore); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.ListFromCacheSnapshot): true}); err != nil {
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.ListFromCacheSnapshot): true, string(features.SizeBasedListCostEstimate): true}); err != nil {
 		t.Fatal(err)
 	}
 	complete := func(gates map[string]bool) CompletedOptions {
@@ -36,8 +37,8 @@ func TestFeatureGates(t *testing.T) {
 	if errs := c.Validate(); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	if !snapshots() {
-		t.Fatal("Complete and Validate turned ListFromCacheSnapshot off in the process")
+	if !snapshots() || !sizes() {
+		t.Fatal("Complete and Validate turned ListFromCacheSnapshot or SizeBasedListCostEstimate off in the process")
 	}
 
 	// A standalone server's command applies the cache server's defaults...
@@ -47,12 +48,18 @@ func TestFeatureGates(t *testing.T) {
 	if snapshots() {
 		t.Errorf("ListFromCacheSnapshot is on after ApplyFeatureGates with the defaults")
 	}
+	if sizes() {
+		t.Errorf("SizeBasedListCostEstimate is on after ApplyFeatureGates with the defaults")
+	}
 	// ...and --feature-gates over them.
 	if err := complete(map[string]bool{string(features.ListFromCacheSnapshot): true}).ApplyFeatureGates(); err != nil {
 		t.Fatal(err)
 	}
 	if !snapshots() {
 		t.Errorf("--feature-gates=ListFromCacheSnapshot=true was not applied")
+	}
+	if sizes() {
+		t.Errorf("--feature-gates=ListFromCacheSnapshot=true turned SizeBasedListCostEstimate on as well")
 	}
 
 	unknown := complete(map[string]bool{"NoSuchGate": true})

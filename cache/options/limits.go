@@ -58,6 +58,15 @@ type LimitOptions struct {
 	// 90% of it; every server refuses new objects (507) while its live
 	// heap is above FullPercent of it.
 	MemoryLimit string
+	// GCPercent is the garbage collector's target (GOGC) a standalone
+	// server sets (gc_percent.go); GOGC in the environment wins. A mounted
+	// cache leaves its host's.
+	GCPercent int
+	// ReturnMemoryAtRest has a standalone server return its free heap to
+	// the operating system once a burst of allocation (writes, a watch
+	// cache's fill, LISTs) is over and the process rests (cache/memreturn):
+	// at rest it then holds about its live heap, not the collector's goal.
+	ReturnMemoryAtRest bool
 }
 
 // NewLimitOptions returns the defaults.
@@ -69,6 +78,8 @@ func NewLimitOptions() *LimitOptions {
 		ListWaitTimeout:             DefaultListWaitTimeout,
 		ReturnMemoryAfterLists:      true,
 		MemoryLimit:                 MemoryLimitAuto,
+		GCPercent:                   DefaultGCPercent,
+		ReturnMemoryAtRest:          true,
 	}
 }
 
@@ -86,6 +97,10 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 		"After a burst of LISTs, return the memory it used to the operating system (a forced garbage collection, at most once a minute).")
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
 		"What the server may hold in memory: auto (the limit of the process's memory cgroup, e.g. a container's; none if it has none), none, or a quantity (e.g. 2Gi). A standalone server sets the Go runtime's memory limit to 90% of it (unless GOMEMLIMIT is set), so that it collects garbage before the kernel would kill it, and refuses new objects with 507 while its live heap is above 40% of it, so that what it holds keeps fitting; reads, updates and deletes go on.")
+	fs.IntVar(&o.GCPercent, "gogc", o.GCPercent,
+		"The Go garbage collector's target for a standalone server, as GOGC: the heap may grow by this percentage of what is live before the next collection. Lower keeps less memory at rest and costs more CPU per write; Go's default is 100. GOGC in the environment wins. 10 to 1000.")
+	fs.BoolVar(&o.ReturnMemoryAtRest, "return-memory-at-rest", o.ReturnMemoryAtRest,
+		"A standalone server returns its free memory to the operating system once a burst of allocation is over (256 MiB or more allocated at over 4 MiB a second, then a second with less): one forced garbage collection, at most once a minute, so that at rest it holds about its live heap rather than the heap it grew to while loaded.")
 }
 
 // Validate checks the bounds.
@@ -101,6 +116,9 @@ func (o *LimitOptions) Validate() []error {
 		errs = append(errs, fmt.Errorf("--max-list-objects-in-flight must not be negative, got %d", o.MaxListObjectsInFlight))
 	}
 	if _, _, err := o.ResolveMemoryLimit(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateGCPercent(o.GCPercent); err != nil {
 		errs = append(errs, err)
 	}
 	if o.MaxListObjectsInFlight > 0 && o.ListWaitTimeout <= 0 {

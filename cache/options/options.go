@@ -140,7 +140,7 @@ func (o *Options) AddFlags(fss *cliflag.NamedFlagSets) {
 	o.Limits.AddFlags(fss.FlagSet("Limits"))
 	o.Hierarchy.AddFlags(fss.FlagSet("Cache hierarchy"))
 	fss.FlagSet("Feature gates").Var(cliflag.NewMapStringBool(&o.FeatureGates), "feature-gates",
-		"Upstream feature gates to set, as key=value pairs. The cache server turns ListFromCacheSnapshot off by default (it keeps watch cache snapshots nobody reads from a cache). CBORServingAndStorage=true (alpha, off) also answers the cached types in CBOR to clients that ask for application/cbor, as client-go does with ClientsAllowCBOR; JSON stays the default, objects are stored as JSON all the same, and request bodies stay JSON or YAML.")
+		"Upstream feature gates to set, as key=value pairs. The cache server turns ListFromCacheSnapshot off by default (it keeps watch cache snapshots nobody reads from a cache), and SizeBasedListCostEstimate (it keeps every object's size for API Priority and Fairness, which this server does not run). CBORServingAndStorage=true (alpha, off) also answers the cached types in CBOR to clients that ask for application/cbor, as client-go does with ClientsAllowCBOR; JSON stays the default, objects are stored as JSON all the same, and request bodies stay JSON or YAML.")
 }
 
 // Complete fills in defaults that depend on other options.

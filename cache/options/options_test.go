@@ -132,8 +132,9 @@ func TestRemovalAndStorageFlagsReachOptions(t *testing.T) {
 
 func TestLimitFlagsReachOptions(t *testing.T) {
 	c := parse(t, "--root-directory="+t.TempDir(), "--max-requests-inflight=50", "--max-mutating-requests-inflight=0",
-		"--max-list-objects-in-flight=10", "--list-wait-timeout=2s", "--return-memory-after-lists=false", "--memory-limit=3Gi")
-	want := LimitOptions{MaxRequestsInFlight: 50, MaxMutatingRequestsInFlight: 0, MaxListObjectsInFlight: 10, ListWaitTimeout: 2 * time.Second, MemoryLimit: "3Gi"}
+		"--max-list-objects-in-flight=10", "--list-wait-timeout=2s", "--return-memory-after-lists=false", "--memory-limit=3Gi",
+		"--gogc=80", "--return-memory-at-rest=false")
+	want := LimitOptions{MaxRequestsInFlight: 50, MaxMutatingRequestsInFlight: 0, MaxListObjectsInFlight: 10, ListWaitTimeout: 2 * time.Second, MemoryLimit: "3Gi", GCPercent: 80}
 	if *c.Limits != want {
 		t.Errorf("limit flags: got %+v, want %+v", *c.Limits, want)
 	}

@@ -464,9 +464,45 @@ func TestScaleFlags(t *testing.T) {
 	if len(c.scaleSizes) != 2 || c.scaleSizes[0] != 10000 || c.scaleSizes[1] != 250000 || c.scaleInformers != 20 {
 		t.Errorf("sizes %v, informers %d; want [10000 250000] and one informer per shard (20)", c.scaleSizes, c.scaleInformers)
 	}
+	m, err := parseFlags([]string{"-phases", "scale", "-scale-memory-only", "-scale-heapprofile", "/tmp/h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.scaleMemoryOnly || m.scaleHeapProfile != "/tmp/h" {
+		t.Errorf("-scale-memory-only %v, -scale-heapprofile %q", m.scaleMemoryOnly, m.scaleHeapProfile)
+	}
 	for _, bad := range [][]string{{"-sizes", "10k"}, {"-sizes", "50"}, {"-scale-clusters", "0"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v was accepted", bad)
+		}
+	}
+}
+
+// Rows 11v and 11w say "not measured" when etcd's values could not be
+// read, and 11w is the live heap over the stored bytes.
+func TestScaleStoredBytesRows(t *testing.T) {
+	measured := &scaleResult{heapPerObject: 3000, storedPerObject: 2000, listOverEtcd: math.NaN(), failedFrom: "b", failedHow: "not run"}
+	unmeasured := &scaleResult{heapPerObject: 3000, storedPerObject: math.NaN(), listOverEtcd: math.NaN(), failedFrom: "b", failedHow: "not run"}
+	for _, tc := range []struct {
+		res        *scaleResult
+		v, w       string
+		wantTarget bool
+	}{
+		{res: measured, v: "2000 B", w: "1.50", wantTarget: true},
+		{res: unmeasured, v: "not measured (see the notes)", w: "not measured (see the notes)"},
+	} {
+		rep := &report{}
+		addScaleRows(rep, 50000, tc.res, nil)
+		got := map[string]*row{}
+		for _, r := range rep.Rows {
+			got[r.ID] = r
+		}
+		v, w := got["11v-50000"], got["11w-50000"]
+		if v == nil || w == nil {
+			t.Fatalf("rows 11v and 11w missing: %v", got)
+		}
+		if v.Cache != tc.v || w.Cache != tc.w || (w.Target != nil) != tc.wantTarget {
+			t.Errorf("11v %q, 11w %q (target %v); want %q, %q", v.Cache, w.Cache, w.Target, tc.v, tc.w)
 		}
 	}
 }

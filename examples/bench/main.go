@@ -103,6 +103,10 @@ type config struct {
 	scaleMirror       bool
 	scaleSkip         map[string]bool
 	scaleServerArgs   []string
+	// scaleHeapProfile is the path prefix of a heap profile of our server
+	// once loaded; scaleMemoryOnly ends each size after its memory rows.
+	scaleHeapProfile string
+	scaleMemoryOnly  bool
 	// The restart phase's builds and repetitions (see restart.go).
 	restartBinaries       []string
 	restartReps           int
@@ -180,6 +184,9 @@ func parseFlags(args []string) (config, error) {
 	memoryLimit := fs.String("scale-memory-limit", "", "a memory limit (e.g. 6Gi) for each server process of the scale phase, in a memory cgroup of its own, so that a server that outgrows it is killed alone and its rows say so")
 	serverArgs := fs.String("scale-server-args", "", "more arguments for our server in the scale phase, comma-separated (e.g. --max-list-objects-in-flight=0); the phase gives it --profiler-address itself, to measure its live heap")
 	skip := fs.String("scale-skip", "", "servers the scale phase leaves out: ours, kcp (e.g. to measure kcp's cache-server at one size alone)")
+	fs.StringVar(&c.scaleHeapProfile, "scale-heapprofile", "", "path prefix of a heap profile (live objects after a forced collection) of our server once loaded, at each size (<prefix>-<n>.pb.gz)")
+	fs.StringVar(&scaleServerLog, "scale-server-log", "", "path prefix of a file per server of the scale phase that gets its whole log (<prefix>-ours.log, <prefix>-kcp.log), e.g. with -scale-server-args=--v=2")
+	fs.BoolVar(&c.scaleMemoryOnly, "scale-memory-only", false, "end each size of the scale phase after its memory rows (11a, 11d, 11e, 11v, 11w): no restart, LISTs, burst or mirror")
 	fs.BoolVar(&c.scaleMirror, "scale-mirror", true, "measure a mirror of our server at each size in the scale phase (rows 11n-11s)")
 	fs.Func("server-flag", "a flag of the cache server under test, as --name=value (repeatable), e.g. -server-flag=--max-list-objects-in-flight=0", func(v string) error {
 		c.serverFlags = append(c.serverFlags, v)

@@ -197,7 +197,15 @@ func startScaleServer(ctx context.Context, name, binary, root string, memoryLimi
 func (s *scaleServer) start(ctx context.Context) error {
 	s.log = &bytes.Buffer{}
 	s.cmd = exec.Command(s.binary, s.args...)
-	s.cmd.Stdout, s.cmd.Stderr = &lockedWriter{w: s.log}, &lockedWriter{w: s.log}
+	w := &lockedWriter{w: s.log}
+	if scaleServerLog != "" {
+		f, err := os.OpenFile(fmt.Sprintf("%s-%s.log", scaleServerLog, s.name), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		w.tee = f
+	}
+	s.cmd.Stdout, s.cmd.Stderr = w, w
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := s.cmd.Start(); err != nil {
 		return err
@@ -374,6 +382,11 @@ func (s *scaleServer) settledMemory(ctx context.Context) (memorySample, error) {
 type scaleResult struct {
 	load, ready, filled      time.Duration
 	heapPerObject, rssPerObj float64
+	// storedPerObject is the mean size of the objects' values in etcd
+	// (row 11v), the floor of what a cache holding every object needs;
+	// NaN when it could not be measured (storedWhy says why).
+	storedPerObject float64
+	storedWhy       string
 	// memory says where the memory of rows 11d and 11e is, empty and
 	// loaded, for the notes.
 	memory                     string
@@ -398,11 +411,14 @@ type scaleResult struct {
 }
 
 // scaleOrder is the order in which scaleOne measures the rows.
-const scaleOrder = "adebcfgmhijklnopqrs"
+const scaleOrder = "adevwbcfgmhijklnopqrs"
 
 // measured reports whether the row of letter was measured.
 func (r *scaleResult) measured(letter string) bool {
 	if letter == "m" && math.IsNaN(r.listOverEtcd) {
+		return false
+	}
+	if (letter == "v" || letter == "w") && (math.IsNaN(r.storedPerObject) || r.storedPerObject == 0) {
 		return false
 	}
 	if strings.Contains("nopqrs", letter) && r.mirror == nil {
@@ -437,10 +453,13 @@ func runScale(ctx context.Context, cfg config, rep *report) error {
 			if math.IsNaN(res.listOverEtcd) && res.listOverEtcdWhy != "" {
 				rep.note("scale: %s at %d objects: row 11m not measured: %s", srv.name, n, res.listOverEtcdWhy)
 			}
+			if math.IsNaN(res.storedPerObject) && res.storedWhy != "" {
+				rep.note("scale: %s at %d objects: rows 11v and 11w not measured: %s", srv.name, n, res.storedWhy)
+			}
 			if res.memory != "" {
 				rep.note("scale: %s at %d objects: %s", srv.name, n, res.memory)
 			}
-			if res.failedFrom != "" {
+			if res.failedFrom != "" && !cfg.scaleMemoryOnly {
 				rep.note("scale: %s at %d objects failed from row 11%s on (%s): %s", srv.name, n, res.failedFrom, res.failedHow, res.failure)
 			}
 			results[srv.name] = res
@@ -509,6 +528,18 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	res.memory = fmt.Sprintf("empty: %s; loaded: %s", empty, loaded)
 	res.heapPerObject = (loaded.heap() - empty.heap()) / float64(n)
 	res.rssPerObj = (loaded.rss() - empty.rss()) / float64(n)
+	if name == "ours" && cfg.scaleHeapProfile != "" {
+		if err := s.heapProfile(ctx, fmt.Sprintf("%s-%d.pb.gz", cfg.scaleHeapProfile, n)); err != nil {
+			return fail("b", err)
+		}
+	}
+	// After the profile: the range's buffers stay in etcd's pools for a
+	// collection or two.
+	res.storedPerObject, res.storedWhy = scaleStoredBytes(ctx, s, n)
+	if cfg.scaleMemoryOnly {
+		res.failedFrom, res.failedHow = "b", "not run (-scale-memory-only)"
+		return res, nil
+	}
 
 	// Restart: SIGKILL, start on the same data, first /readyz 200, then
 	// every type answers a */* list from its watch cache.
@@ -814,11 +845,20 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 type lockedWriter struct {
 	mu sync.Mutex
 	w  *bytes.Buffer
+	// tee, if set, gets every write as well (-scale-server-log).
+	tee io.Writer
 }
+
+// scaleServerLog is -scale-server-log: the path prefix of a file per server
+// that gets its whole log.
+var scaleServerLog string
 
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.tee != nil {
+		_, _ = l.tee.Write(p)
+	}
 	if l.w.Len() > 1<<20 {
 		l.w.Reset()
 	}
@@ -870,6 +910,8 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 	add("c", "restart to every type listable", "s", func(r *scaleResult) float64 { return d(r.filled) }, secs, nil)
 	add("d", "live heap per object at rest", "bytes", func(r *scaleResult) float64 { return r.heapPerObject }, bytesf, nil)
 	add("e", "RSS per object at rest", "bytes", func(r *scaleResult) float64 { return r.rssPerObj }, bytesf, nil)
+	add("v", "stored bytes per object (etcd's values)", "bytes", func(r *scaleResult) float64 { return r.storedPerObject }, bytesf, nil)
+	add("w", "live heap per object at rest ÷ stored bytes per object", "ratio", func(r *scaleResult) float64 { return r.heapPerObject / r.storedPerObject }, num, &target{Text: "≤ 1.5", AtMost: true, Bound: 1.5})
 	add("f", "*/* LIST of "+scaleMix[0].gvr.Resource+", consistent, p50", "ms", func(r *scaleResult) float64 { return m(r.listConsistent.P50) }, msf, nil)
 	add("g", "*/* LIST of "+scaleMix[0].gvr.Resource+", resourceVersion=0, p50", "ms", func(r *scaleResult) float64 { return m(r.listCached.P50) }, msf, nil)
 	add("h", "relist burst: every informer synced", "s", func(r *scaleResult) float64 { return d(r.burstSynced) }, secs, nil)
@@ -923,7 +965,7 @@ func (r *scaleResult) unmeasured(letter string) string {
 	switch {
 	case r.failedFrom != "" && strings.Index(scaleOrder, letter) >= strings.Index(scaleOrder, r.failedFrom):
 		return r.failedHow
-	case letter == "m":
+	case letter == "m" || letter == "v" || letter == "w":
 		return "not measured (see the notes)"
 	default:
 		return "not run"
@@ -1026,4 +1068,67 @@ func (s *scaleServer) etcdClient() (*clientv3.Client, error) {
 		return clientv3.New(clientv3.Config{Endpoints: []string{"https://" + net.JoinHostPort(c.host, port)}, TLS: tlsConfig, DialTimeout: 30 * time.Second})
 	}
 	return nil, fmt.Errorf("no etcd client certificate found under %s", s.root)
+}
+
+// scaleStoredBytes is the mean size of the data set's values in the
+// server's etcd: the bytes a cache that holds every object cannot hold
+// less of. It reads our key layout (<prefix>/<group>/<resource>/...); for
+// another layout the count differs from n and it says so.
+func scaleStoredBytes(ctx context.Context, s *scaleServer, n int) (float64, string) {
+	etcd, err := s.etcdClient()
+	if err != nil {
+		return math.NaN(), err.Error()
+	}
+	defer func() { _ = etcd.Close() }()
+	var total, count int64
+	for _, t := range scaleMix {
+		// One type at a time, in pages: the largest type's values at
+		// 250,000 objects are beyond a gRPC message's default size.
+		prefix := "/cache/" + t.gvr.Group + "/" + t.gvr.Resource + "/"
+		end := clientv3.GetPrefixRangeEnd(prefix)
+		for from := prefix; ; {
+			got, err := etcd.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(5000))
+			if err != nil {
+				return math.NaN(), fmt.Sprintf("etcd range of %s: %v", prefix, err)
+			}
+			for _, kv := range got.Kvs {
+				total += int64(len(kv.Value))
+			}
+			count += int64(len(got.Kvs))
+			if !got.More || len(got.Kvs) == 0 {
+				break
+			}
+			from = string(got.Kvs[len(got.Kvs)-1].Key) + "\x00"
+		}
+	}
+	if count != int64(n) {
+		return math.NaN(), fmt.Sprintf("etcd holds %d values of the data set's types under /cache/<group>/<resource>/, not %d (another key layout)", count, n)
+	}
+	return float64(total) / float64(count), ""
+}
+
+// heapProfile writes the server's heap profile, taken after a forced
+// collection (live objects only), to path.
+func (s *scaleServer) heapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(s.profilerHost, "/debug/pprof/heap")+"?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := s.profiler.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s: heap profile: %w", s.name, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: heap profile: %s", s.name, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -15,8 +15,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/options"
@@ -31,7 +34,21 @@ import (
 // checks that another LIST is refused with 429, Retry-After and a
 // TooManyRequests Status once its short wait is over, and admitted once
 // the holders are gone.
+//
+// It runs with and without SizeBasedListCostEstimate (a standalone server
+// turns it off): without it the budget's object counts are etcd's counts of
+// the type's keys instead of the size estimator's. Not parallel: feature
+// gates are the process's.
 func TestListBudgetRefusesWith429AndAdmitsAfter(t *testing.T) {
+	for _, sizes := range []bool{true, false} {
+		t.Run(fmt.Sprintf("SizeBasedListCostEstimate=%v", sizes), func(t *testing.T) {
+			featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, genericfeatures.SizeBasedListCostEstimate, sizes)
+			testListBudgetRefusesWith429AndAdmitsAfter(t)
+		})
+	}
+}
+
+func testListBudgetRefusesWith429AndAdmitsAfter(t *testing.T) {
 	srv := cachetest.StartServer(t, cachetest.WithFlags(func(o *options.Options) {
 		o.Limits.MaxListObjectsInFlight = 2
 		o.Limits.ListWaitTimeout = 200 * time.Millisecond

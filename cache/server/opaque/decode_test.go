@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -92,5 +93,39 @@ func BenchmarkDecodeStored(b *testing.B) {
 		if err := decodeStored(data, &o); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// A cached object's name, namespace and uid are its stored bytes', not
+// copies: the watch cache holds one object per cached object, and each copy
+// was an allocation of its own.
+func TestDecodeStoredSharesNamesWithTheStoredBytes(t *testing.T) {
+	meta := `{"name":"export-1","namespace":"ns-1","uid":"6f2c1234-5678-9abc-def0-123456789abc","annotations":{"kcp.io/cluster":"root:org"}}`
+	data := []byte(`{"apiVersion":"apis.kcp.io/v1alpha1","kind":"APIExport","metadata":` + meta + `,"spec":{}}`)
+	var o Object
+	if err := decodeStored(data, &o); err != nil {
+		t.Fatal(err)
+	}
+	within := func(s string) bool {
+		start := uintptr(unsafe.Pointer(unsafe.StringData(o.data)))
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		return p >= start && p+uintptr(len(s)) <= start+uintptr(len(o.data))
+	}
+	for field, v := range map[string]string{"name": o.GetName(), "namespace": o.GetNamespace(), "uid": string(o.GetUID())} {
+		if !within(v) {
+			t.Errorf("%s %q is a copy, not the stored bytes'", field, v)
+		}
+	}
+	if o.GetName() != "export-1" || o.GetNamespace() != "ns-1" || o.GetUID() != "6f2c1234-5678-9abc-def0-123456789abc" {
+		t.Errorf("read back %q/%q %q", o.GetNamespace(), o.GetName(), o.GetUID())
+	}
+
+	// An escaped name is not in the bytes as it reads: it stays a copy.
+	escaped := []byte(`{"apiVersion":"v1","kind":"K","metadata":{"name":"a\u002db"},"spec":{}}`)
+	if err := decodeStored(escaped, &o); err != nil {
+		t.Fatal(err)
+	}
+	if o.GetName() != "a-b" {
+		t.Errorf("escaped name read back as %q", o.GetName())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	// --log-json-* flags; so does this one.
 	_ "k8s.io/component-base/logs/json/register"
 
+	"github.com/kcp-cache/kcp-cache/cache/memreturn"
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
 	"github.com/kcp-cache/kcp-cache/examples/internal/command"
@@ -61,6 +62,17 @@ stopped server's data for kcp's cache-server. Each has its own --help.`,
 			return err
 		}
 		logger.Info("Memory limit", "limitBytes", limit, "source", source, "goMemoryLimitBytes", goLimit)
+		// And its collector's target, chosen for a cache.
+		gcPercent, gcSource := completed.ApplyGCPercent()
+		logger.Info("Garbage collector target", "gogc", gcPercent, "source", gcSource)
+		if completed.Limits.ReturnMemoryAtRest {
+			// The process's memory is the server's: once a burst of
+			// writes, a fill or LISTs is over, it returns what is free.
+			rest, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); memreturn.New().Run(rest) }()
+			defer func() { stop(); <-done }()
+		}
 		for _, f := range completed.IgnoredFlags {
 			logger.Info("Flag accepted for compatibility with kcp's cache-server has no effect", "flag", f.Name, "value", f.Value, "reason", f.Reason)
 		}
