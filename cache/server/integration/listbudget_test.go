@@ -18,6 +18,7 @@ import (
 	genericfeatures "k8s.io/apiserver/pkg/features"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 
@@ -55,24 +56,13 @@ func testListBudgetRefusesWith429AndAdmitsAfter(t *testing.T) {
 	}))
 	ctx := testContext(t)
 	c := dyn(t, srv, "alpha", "root").Resource(apiExports)
-	var rv string
-	for i := 0; i < 2; i++ {
-		o, err := c.Create(ctx, apiExport(fmt.Sprintf("e%d", i), nil), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rv = o.GetResourceVersion()
-	}
-	current, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
+	after := createTwo(t, ctx, c)
 	h, err := rest.HTTPClientFor(srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	list := srv.Config().Host + kcpcache.ScopedPath(kcpcache.Scope{Shard: "alpha", Cluster: "root"}, "/apis/apis.kcp.io/v1alpha1/apiexports")
-	future := list + "?" + url.Values{"resourceVersion": {strconv.FormatUint(current+1_000_000, 10)}, "resourceVersionMatch": {"NotOlderThan"}}.Encode()
+	future := list + after
 
 	// Each holder LIST reserves the type's two objects, then waits up to
 	// the watch cache's three seconds for a resourceVersion that never
@@ -156,6 +146,27 @@ func TestLimitOptionsReachTheServer(t *testing.T) {
 	if want := (dataplane.ListLimits{MaxObjectsInFlight: 11, WaitTimeout: time.Second}); cfg.Extra.Lists != want {
 		t.Errorf("LIST limits: %+v, want %+v", cfg.Extra.Lists, want)
 	}
+}
+
+// createTwo creates e0 and e1 through c and returns the query of a LIST at a
+// resourceVersion far beyond them: such a LIST reserves its share of the
+// budget, then waits up to the watch cache's three seconds for a
+// resourceVersion that never comes, holding the budget meanwhile.
+func createTwo(t *testing.T, ctx context.Context, c dynamic.ResourceInterface) string {
+	t.Helper()
+	var rv string
+	for i := 0; i < 2; i++ {
+		o, err := c.Create(ctx, apiExport(fmt.Sprintf("e%d", i), nil), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rv = o.GetResourceVersion()
+	}
+	current, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "?" + url.Values{"resourceVersion": {strconv.FormatUint(current+1_000_000, 10)}, "resourceVersionMatch": {"NotOlderThan"}}.Encode()
 }
 
 // get GETs u and returns the status code, headers and body.

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -36,20 +34,9 @@ func TestIdenticalListsInLineShareOneRead(t *testing.T) {
 	}))
 	ctx := testContext(t)
 	c := dyn(t, srv, "alpha", "root").Resource(apiExports)
-	var rv string
-	for i := 0; i < 2; i++ {
-		o, err := c.Create(ctx, apiExport(fmt.Sprintf("e%d", i), nil), metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rv = o.GetResourceVersion()
-	}
+	after := createTwo(t, ctx, c)
 	other := dyn(t, srv, "alpha", "other").Resource(apiExports)
 	if _, err := other.Create(ctx, apiExport("elsewhere", nil), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	current, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
 		t.Fatal(err)
 	}
 	h, err := rest.HTTPClientFor(srv.Config())
@@ -59,7 +46,7 @@ func TestIdenticalListsInLineShareOneRead(t *testing.T) {
 	listOf := func(cluster string) string {
 		return srv.Config().Host + kcpcache.ScopedPath(kcpcache.Scope{Shard: "alpha", Cluster: cluster}, "/apis/apis.kcp.io/v1alpha1/apiexports")
 	}
-	future := listOf("root") + "?" + url.Values{"resourceVersion": {strconv.FormatUint(current+1_000_000, 10)}, "resourceVersionMatch": {"NotOlderThan"}}.Encode()
+	future := listOf("root") + after
 
 	const listers = 8
 	round := 0
