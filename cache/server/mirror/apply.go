@@ -150,6 +150,16 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 		return err
 	}
 	want := map[copyKey]bool{}
+	// The page's writes go to a bounded set of workers: each key appears
+	// once in a list, so no two writes of the same key race, and the
+	// stream's revision advances only after converge returns, when every
+	// write has been acknowledged (listAndWatch). A failed write ends the
+	// convergence with its error, and the stream starts over with a list
+	// without advancing. One write at a time waited on a loopback round
+	// trip and an etcd commit per object: 346 copies per second at 250,000
+	// objects while the CPU was mostly idle.
+	ctx, pool := newWriters(ctx, convergeWorkers)
+	defer pool.stop()
 	for page := first; ; {
 		for i := range page.Items {
 			u := &page.Items[i]
@@ -188,7 +198,8 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			if ok && existing.content == contentOf(s.desiredCopy(u, home)) && existing.homeRevision == s.homeRevisionOf(u, home) {
 				continue
 			}
-			if err := s.applyPeerObject(ctx, u, !ok, false); err != nil {
+			isNew := !ok
+			if err := pool.do(func() error { return s.applyPeerObject(ctx, u, isNew, false) }); err != nil {
 				return err
 			}
 		}
@@ -201,6 +212,9 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 			return fmt.Errorf("listing at the peer: %w", err)
 		}
 		page = next
+	}
+	if err := pool.wait(); err != nil {
+		return err
 	}
 	for k, c := range have {
 		if want[k] || !s.replaceable(k.shard) || s.peer.holds.isHeld(k.shard) {
