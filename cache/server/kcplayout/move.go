@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	rpctypes "go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -26,6 +28,16 @@ const (
 	maxScans = 3
 	// maxExamples is how many skipped keys a Report names.
 	maxExamples = 10
+	// scanReaders is how many of the scan's ranges are read at once. The
+	// scan of a start is etcd's work (it reads and decodes every value of
+	// a range to answer with its keys) while the server waits, one request
+	// at a time: about 1.4 s at a quarter of a million objects with one
+	// core of two idle. Ranges are a resource's keys (scanBounds), so a
+	// few readers keep both busy.
+	scanReaders = 3
+	// pagesAhead bounds the pages a reader holds for a range the visits
+	// have not reached (about 1 MB each).
+	pagesAhead = 8
 )
 
 // Report counts what a Migrate or an Export found and did.
@@ -72,9 +84,10 @@ func (r Report) Changed() bool {
 	return r.Moved+r.Annotated+r.Superseded+r.Removed > 0
 }
 
-// scan calls visit with every key below prefix, read keys only, in pages
-// at one revision: the keys a visit writes (an object moved further on in
-// key order) are not visited again. A revision compacted during the scan
+// scan calls visit with every key below prefix, in key order, read keys
+// only, in pages at one revision and several ranges at once (scanOnce):
+// the keys a visit writes (an object moved further on in key order) are
+// not visited again. A revision compacted during the scan
 // starts it again; visits are idempotent.
 func scan(ctx context.Context, kv clientv3.KV, prefix string, visit func(key string) error) error {
 	start := strings.TrimSuffix(prefix, "/") + "/"
@@ -87,14 +100,73 @@ func scan(ctx context.Context, kv clientv3.KV, prefix string, visit func(key str
 	}
 }
 
+// scanOnce visits every key of [start, end) at one revision, in ranges that
+// end where a declared resource's keys do.
 func scanOnce(ctx context.Context, kv clientv3.KV, start, end string, visit func(key string) error) error {
 	bounds, rev, err := scanBounds(ctx, kv, start, end)
 	if err != nil {
 		return err
 	}
-	for i := 0; i+1 < len(bounds); i++ {
-		if err := scanRange(ctx, kv, bounds[i], bounds[i+1], rev, pageSize, visit); err != nil {
-			return fmt.Errorf("listing the keys below %s: %w", start, err)
+	if err := visitRanges(ctx, kv, bounds, rev, pageSize, visit); err != nil {
+		return fmt.Errorf("listing the keys below %s: %w", start, err)
+	}
+	return nil
+}
+
+// visitRanges visits the keys between bounds at rev, in order, with pages of
+// page keys read by scanReaders readers ahead of the visits.
+func visitRanges(ctx context.Context, kv clientv3.KV, bounds []string, rev, page int64, visit func(key string) error) error {
+	n := len(bounds) - 1
+	ctx, cancel := context.WithCancel(ctx)
+	// Readers take ranges in key order, so the range the visits wait for
+	// is always being read; each closes its range's channel when done.
+	type keysPage struct {
+		keys []string
+		err  error
+	}
+	pages := make([]chan keysPage, n)
+	for i := range pages {
+		pages[i] = make(chan keysPage, pagesAhead)
+	}
+	var next atomic.Int64
+	var readers sync.WaitGroup
+	for range min(scanReaders, n) {
+		readers.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				send := func(p keysPage) bool {
+					select {
+					case pages[i] <- p:
+						return true
+					case <-ctx.Done():
+						return false
+					}
+				}
+				err := readRange(ctx, kv, bounds[i], bounds[i+1], rev, page, func(keys []string) bool { return send(keysPage{keys: keys}) })
+				if err != nil {
+					send(keysPage{err: err})
+				}
+				close(pages[i])
+			}
+		})
+	}
+	defer func() {
+		cancel()
+		readers.Wait()
+	}()
+	for i := range n {
+		for p := range pages[i] {
+			if p.err != nil {
+				return p.err
+			}
+			for _, key := range p.keys {
+				if err := visit(key); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -134,20 +206,40 @@ func scanBounds(ctx context.Context, kv clientv3.KV, start, end string) ([]strin
 
 // scanRange visits the keys of [from, end) at rev, in pages of page keys.
 func scanRange(ctx context.Context, kv clientv3.KV, from, end string, rev int64, page int64, visit func(key string) error) error {
+	var visitErr error
+	err := readRange(ctx, kv, from, end, rev, page, func(keys []string) bool {
+		for _, key := range keys {
+			if visitErr = visit(key); visitErr != nil {
+				return false
+			}
+		}
+		return true
+	})
+	if visitErr != nil {
+		return visitErr
+	}
+	return err
+}
+
+// readRange reads the keys of [from, end) at rev in pages of page keys and
+// hands each page to got, until got returns false.
+func readRange(ctx context.Context, kv clientv3.KV, from, end string, rev int64, page int64, got func(keys []string) bool) error {
 	for {
 		resp, err := kv.Get(ctx, from, clientv3.WithRange(end), clientv3.WithKeysOnly(), clientv3.WithLimit(page), clientv3.WithRev(rev))
 		if err != nil {
 			return err
 		}
-		for _, item := range resp.Kvs {
-			if err := visit(string(item.Key)); err != nil {
-				return err
-			}
+		keys := make([]string, len(resp.Kvs))
+		for i, item := range resp.Kvs {
+			keys[i] = string(item.Key)
+		}
+		if len(keys) > 0 && !got(keys) {
+			return nil
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
 			return nil
 		}
-		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		from = keys[len(keys)-1] + "\x00"
 	}
 }
 

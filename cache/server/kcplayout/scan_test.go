@@ -2,7 +2,10 @@ package kcplayout
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
@@ -68,5 +71,40 @@ func TestScanVisitsEveryKeyOnceInOrder(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("scan visits\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A visit's error ends the scan with that error, however far ahead the
+// readers of later ranges are, and the scan waits for them: after it
+// returns, nothing of it reads etcd or calls visit.
+func TestScanEndsAtTheFirstVisitError(t *testing.T) {
+	kv := etcdtest.Client(t, embeddedetcd.Config{})
+	data := map[string]string{}
+	for _, r := range []string{"as", "bs", "cs", "ds"} {
+		crd := prefix + "/apiextensions.k8s.io/customresourcedefinitions/root/root/" + r + ".example.io"
+		data[crd] = "{}"
+		for i := range 30 {
+			data[fmt.Sprintf("%s/example.io/%s/root/root/o%03d", prefix, r, i)] = "{}"
+		}
+	}
+	put(t, kv, data)
+	stop := errors.New("stop here")
+	var visited atomic.Int64
+	ctx := context.Background()
+	bounds, rev, err := scanBounds(ctx, kv, prefix+"/", prefix+"0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = visitRanges(ctx, kv, bounds, rev, 2, func(key string) error {
+		if visited.Add(1) == 40 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("scan returned %v, want the visit's error", err)
+	}
+	if n := visited.Load(); n != 40 {
+		t.Errorf("%d visits, want 40: the scan went on after the error, or visits ran after it returned", n)
 	}
 }
