@@ -16,17 +16,40 @@ import (
 // costs in memory and in write throughput.
 const DefaultGCPercent = 50
 
-// ApplyGCPercent sets the garbage collector's target of the process to
-// --gogc (a standalone server's process is the server's own; a mounted
-// cache leaves its host's as it is), unless GOGC is set in the environment,
-// which wins. It returns the target it set (-1 when GOGC is in force) and
+// StartGCPercent is the collector's target while a standalone server
+// starts, until every bootstrapped type serves from its watch cache: the
+// fill decodes every stored object, and its garbage (etcd's answers, the
+// decoders' buffers) is most of what a start allocates while the live heap
+// grows from nothing to the cache. Collections are paced by allocation, so
+// each costs a walk of the heap for every GOGC percent of it allocated: at
+// 50 the fill collects four times as often as at 200 and the collector was
+// the largest single cost of a start beside the decoding
+// (docs/performance.md, "Restart"). The heap the start may reach is
+// bounded the same way at rest: by the memory limit, which the runtime
+// honours whatever the target.
+const StartGCPercent = 200
+
+// ApplyGCPercent sets the garbage collector's target of the process for its
+// start (the larger of --gogc and StartGCPercent) and returns the target
+// at rest, --gogc, for SetGCPercentAtRest once the server serves (a
+// standalone server's process is the server's own; a mounted cache leaves
+// its host's as it is), unless GOGC is set in the environment, which wins
+// throughout. It returns the target at rest (-1 when GOGC is in force) and
 // where the target in force came from, for the log.
 func (o CompletedOptions) ApplyGCPercent() (int, string) {
 	if v := os.Getenv("GOGC"); v != "" {
 		return -1, "GOGC=" + v + " in the environment"
 	}
-	debug.SetGCPercent(o.Limits.GCPercent)
+	debug.SetGCPercent(max(o.Limits.GCPercent, StartGCPercent))
 	return o.Limits.GCPercent, "--gogc"
+}
+
+// SetGCPercentAtRest sets the collector's target to atRest, as
+// ApplyGCPercent returned it; -1 (GOGC in force) leaves it.
+func SetGCPercentAtRest(atRest int) {
+	if atRest > 0 {
+		debug.SetGCPercent(atRest)
+	}
 }
 
 // validateGCPercent checks --gogc: a collection target of 0 would collect

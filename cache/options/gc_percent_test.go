@@ -53,9 +53,20 @@ func TestApplyGCPercentLeavesGOGCFromTheEnvironment(t *testing.T) {
 	if got, source := o.ApplyGCPercent(); got != 37 || source != "--gogc" {
 		t.Errorf("without GOGC: %d from %s, want 37 from --gogc", got, source)
 	}
-	if now := debug.SetGCPercent(100); now != 37 {
-		t.Errorf("the runtime's target is %d, want 37", now)
+	if now := debug.SetGCPercent(100); now != StartGCPercent {
+		t.Errorf("the runtime's target while the server starts is %d, want %d", now, StartGCPercent)
 	}
+	SetGCPercentAtRest(37)
+	if now := debug.SetGCPercent(100); now != 37 {
+		t.Errorf("the runtime's target at rest is %d, want 37", now)
+	}
+	// A target at rest above the start's is kept from the start.
+	o.Limits.GCPercent = 400
+	o.ApplyGCPercent()
+	if now := debug.SetGCPercent(100); now != 400 {
+		t.Errorf("with --gogc=400 the start's target is %d, want 400", now)
+	}
+	o.Limits.GCPercent = 37
 
 	t.Setenv("GOGC", "80")
 	if got, source := o.ApplyGCPercent(); got != -1 || source != "GOGC=80 in the environment" {
@@ -63,5 +74,9 @@ func TestApplyGCPercentLeavesGOGCFromTheEnvironment(t *testing.T) {
 	}
 	if now := debug.SetGCPercent(100); now != 100 {
 		t.Errorf("with GOGC=80 the runtime's target changed to %d", now)
+	}
+	SetGCPercentAtRest(-1)
+	if now := debug.SetGCPercent(100); now != 100 {
+		t.Errorf("with GOGC=80 the target at rest changed the runtime's to %d", now)
 	}
 }

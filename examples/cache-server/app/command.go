@@ -64,7 +64,11 @@ stopped server's data for kcp's cache-server. Each has its own --help.`,
 		logger.Info("Memory limit", "limitBytes", limit, "source", source, "goMemoryLimitBytes", goLimit)
 		// And its collector's target, chosen for a cache.
 		gcPercent, gcSource := completed.ApplyGCPercent()
-		logger.Info("Garbage collector target", "gogc", gcPercent, "source", gcSource)
+		whileStarting := gcPercent
+		if gcPercent > 0 {
+			whileStarting = max(gcPercent, options.StartGCPercent)
+		}
+		logger.Info("Garbage collector target", "gogc", gcPercent, "whileStarting", whileStarting, "source", gcSource)
 		if completed.Limits.ReturnMemoryAtRest {
 			// The process's memory is the server's: once a burst of
 			// writes, a fill or LISTs is over, it returns what is free.
@@ -85,6 +89,12 @@ stopped server's data for kcp's cache-server. Each has its own --help.`,
 			return err
 		}
 		defer srv.Close()
+		// The start's collector target holds until the watch caches are
+		// filled (options.StartGCPercent).
+		rest, stopWaiting := context.WithCancel(ctx)
+		waited := make(chan struct{})
+		go func() { defer close(waited); restAfterStart(rest, srv, gcPercent) }()
+		defer func() { stopWaiting(); <-waited }()
 		if path := srv.KubeconfigPath(); path != "" {
 			logger.Info("Serving", "admin-kubeconfig", path,
 				"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", path, srv.AdminConfig().Host))
