@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,8 +28,13 @@ import (
 // its first -restart-profile-seconds, from the server's profiler, and the
 // server's log beside it.
 
-// restartTimes are one binary's samples.
-type restartTimes struct{ ready, filled []time.Duration }
+// restartTimes are one binary's samples: the times to ready and to every
+// type listable, and the process's peak RSS (VmHWM) by then, which is the
+// memory a restart needs beside what the server keeps at rest.
+type restartTimes struct {
+	ready, filled []time.Duration
+	peakRSS       []uint64
+}
 
 func runRestart(ctx context.Context, cfg config, rep *report) error {
 	binaries := cfg.restartBinaries
@@ -106,9 +112,14 @@ func restartOne(ctx context.Context, cfg config, binaries []string, n int) ([]re
 				}
 			}
 			filled := time.Since(started)
-			progress("restart: %s at %d objects: ready in %.2f s, every type listable in %.2f s", b, n, ready.Seconds(), filled.Seconds())
+			status, err := s.procStatus()
+			if err != nil {
+				return nil, fmt.Errorf("the peak RSS of %s: %w", b, err)
+			}
+			progress("restart: %s at %d objects: ready in %.2f s, every type listable in %.2f s, peak RSS %s", b, n, ready.Seconds(), filled.Seconds(), mib(status["VmHWM"]))
 			times[i].ready = append(times[i].ready, ready)
 			times[i].filled = append(times[i].filled, filled)
+			times[i].peakRSS = append(times[i].peakRSS, status["VmHWM"])
 			if profiled != nil {
 				if err := <-profiled; err != nil {
 					return nil, fmt.Errorf("CPU profile of %s: %w", b, err)
@@ -175,6 +186,25 @@ func addRestartRows(rep *report, n, reps int, binaries []string, times []restart
 	}
 	add("b", "restart (SIGKILL) to /readyz 200", func(t restartTimes) []time.Duration { return t.ready })
 	add("c", "restart to every type listable", func(t restartTimes) []time.Duration { return t.filled })
+	r := &row{ID: fmt.Sprintf("12d-%d", n), Metric: fmt.Sprintf("peak RSS of a restart, VmHWM once every type is listable (%s objects), median of %d", thousands(n), reps), Unit: "MiB", Ratio: math.NaN(), Baseline: "not run"}
+	r.CacheValue = medianBytes(times[len(times)-1].peakRSS) / (1 << 20)
+	r.Cache = fmt.Sprintf("%.1f MiB (%s)", r.CacheValue, filepath.Base(binaries[len(binaries)-1]))
+	if len(times) > 1 {
+		r.BaselineValue = medianBytes(times[0].peakRSS) / (1 << 20)
+		r.Baseline = fmt.Sprintf("%.1f MiB (%s)", r.BaselineValue, filepath.Base(binaries[0]))
+		r.Ratio = ratio(r.CacheValue, r.BaselineValue)
+	}
+	rep.add(r)
+}
+
+// medianBytes is the median of samples (the lower middle of an even count).
+func medianBytes(samples []uint64) float64 {
+	if len(samples) == 0 {
+		return math.NaN()
+	}
+	sorted := slices.Clone(samples)
+	slices.Sort(sorted)
+	return float64(sorted[(len(sorted)-1)/2])
 }
 
 // parseBinaries splits a comma-separated list of paths.
