@@ -40,19 +40,24 @@ func exportedTypes(crds []*apiextensionsv1.CustomResourceDefinition) dataplane.E
 	return types
 }
 
-// servePlane declares what the data plane serves: the bootstrapped types
-// from the first moment, whatever their CRDs' state, and every other
-// Established CRD as the informer sees it. It returns the loops that keep
+// bootstrappedResources are the types the data plane serves from the first
+// moment, whatever their CRDs' state (New pins them before it builds the
+// API server, so that their watch caches fill meanwhile).
+func bootstrappedResources(crds []*apiextensionsv1.CustomResourceDefinition) []dataplane.Resource {
+	out := make([]dataplane.Resource, 0, len(crds))
+	for _, crd := range crds {
+		out = append(out, dataplane.ResourceFromCRD(crd))
+	}
+	return out
+}
+
+// servePlane declares what the data plane serves beside the bootstrapped
+// types (pinned by New): every other Established CRD as the informer sees
+// it. It returns the loops that keep
 // it so: the wait for the CRD informer's first list, and the source of the
 // identity resources that cached APIExports and CachedResources declare.
 func (s *Server) servePlane(ctx context.Context, crdInformer cache.SharedIndexInformer, crds []*apiextensionsv1.CustomResourceDefinition, boot *bootstrap.Installer) (crdsSynced, exported func(context.Context), err error) {
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithName("dataplane"))
-	s.GenericAPIServer.RegisterDestroyFunc(s.plane.Destroy)
-	for _, crd := range crds {
-		if err := s.plane.Pin(ctx, dataplane.ResourceFromCRD(crd)); err != nil {
-			return nil, nil, err
-		}
-	}
 	if err := s.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck(TypesReadyCheckName, func(*http.Request) error {
 		if err := boot.Check(); err != nil {
 			return err

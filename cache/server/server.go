@@ -138,6 +138,16 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		Lists:               c.extra.Lists,
 		ServeCBOR:           utilfeature.DefaultFeatureGate.Enabled(genericfeatures.CBORServingAndStorage),
 	})
+	// The bootstrapped types' watch caches start to fill now, beside the
+	// build of the API server below, rather than after it: the fill is
+	// most of a start.
+	planeCtx := klog.NewContext(ctx, logger.WithName("dataplane"))
+	for _, res := range bootstrappedResources(c.extra.BootstrapCRDs) {
+		if err := s.plane.Pin(planeCtx, res); err != nil {
+			s.plane.Destroy()
+			return nil, err
+		}
+	}
 	if s.homes, err = newHomes(ctx, c.extra.Hierarchy, s.etcdClient, c.derived.storage.Prefix, s.epoch.Epoch); err != nil {
 		s.plane.Destroy()
 		return nil, err
@@ -165,6 +175,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
+	s.GenericAPIServer.RegisterDestroyFunc(s.plane.Destroy)
 	s.serveHomeRevisions(c)
 	s.serveBackup()
 	crds := crdInformer(s.apiextensions)
