@@ -39,7 +39,9 @@ func decodeStored(data []byte, o *Object) error {
 		return err
 	}
 	var m storedMeta
-	if p.meta != nil {
+	if p.meta != nil && !fastMeta(p.meta, &m) {
+		// Not the shape Codec writes: the general decoder says what it is.
+		m = storedMeta{}
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(p.meta, &m); err != nil {
 			return fmt.Errorf("metadata: %w", err)
 		}
