@@ -1,7 +1,9 @@
 package partition
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,12 +15,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/klog/v2"
 )
 
 // An etcd that cannot serve a request now (a leader election, a member
@@ -46,9 +50,14 @@ const ReasonInsufficientStorage metav1.StatusReason = "InsufficientStorage"
 // etcdNoSpace is the message of etcd's ErrNoSpace: the database reached
 // its quota (--embedded-etcd-quota-backend-bytes, etcd's
 // --quota-backend-bytes) and etcd raised its NOSPACE alarm. etcd refuses
-// the write before applying it, and goes on refusing every write that
-// adds data until the space is freed (compaction, defragmentation) and
-// the alarm disarmed; reads and deletes go on.
+// a write before applying it while the alarm is raised, and goes on
+// refusing every write that adds data until the space is freed
+// (compaction, defragmentation) and the alarm disarmed; reads and deletes
+// go on. But the write that crosses the quota is applied and answered
+// with the same error (etcd's quotaApplierV3.Put and Txn,
+// server/etcdserver/apply/apply.go, apply first and then report the
+// quota), so a write answered so is read back before it is called
+// refused (etcdAnswers.refusedForQuota).
 const etcdNoSpace = "etcdserver: mvcc: database space exceeded"
 
 // isEtcdNoSpace reports whether err is etcd's ErrNoSpace, however the
@@ -223,7 +232,15 @@ func (s etcdAnswers) answer(ctx context.Context, err error, verb string, write b
 }
 
 func (s etcdAnswers) Create(ctx context.Context, key string, obj, out runtime.Object, ttl uint64) error {
-	return s.answer(ctx, s.Interface.Create(ctx, key, obj, out, ttl), "create", true, key)
+	err := s.Interface.Create(ctx, key, obj, out, ttl)
+	if isEtcdNoSpace(err) && ctx.Err() == nil {
+		if applied, readErr := s.appliedAnyway(ctx, key, true, obj, "", out); readErr != nil {
+			return s.unsureAfterQuota(ctx, "create", key, err, readErr)
+		} else if applied {
+			return nil
+		}
+	}
+	return s.answer(ctx, err, "create", true, key)
 }
 
 func (s etcdAnswers) Delete(ctx context.Context, key string, out runtime.Object, preconditions *storage.Preconditions, validateDeletion storage.ValidateObjectFunc, cachedExistingObject runtime.Object, opts storage.DeleteOptions) error {
@@ -231,7 +248,101 @@ func (s etcdAnswers) Delete(ctx context.Context, key string, out runtime.Object,
 }
 
 func (s etcdAnswers) GuaranteedUpdate(ctx context.Context, key string, destination runtime.Object, ignoreNotFound bool, preconditions *storage.Preconditions, tryUpdate storage.UpdateFunc, cachedExistingObject runtime.Object) error {
-	return s.answer(ctx, s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, tryUpdate, cachedExistingObject), "update", true, key)
+	// The last object tryUpdate made, and the resourceVersion it was made
+	// from, are what the write etcd answered wrote, if anything.
+	var attempted runtime.Object
+	var from string
+	recording := tryUpdate
+	if tryUpdate != nil {
+		recording = func(input runtime.Object, res storage.ResponseMeta) (runtime.Object, *uint64, error) {
+			out, ttl, err := tryUpdate(input, res)
+			attempted, from = out, ""
+			if m, mErr := meta.Accessor(input); mErr == nil {
+				from = m.GetResourceVersion()
+			}
+			return out, ttl, err
+		}
+	}
+	err := s.Interface.GuaranteedUpdate(ctx, key, destination, ignoreNotFound, preconditions, recording, cachedExistingObject)
+	if isEtcdNoSpace(err) && ctx.Err() == nil && attempted != nil {
+		if applied, readErr := s.appliedAnyway(ctx, key, false, attempted, from, destination); readErr != nil {
+			return s.unsureAfterQuota(ctx, "update", key, err, readErr)
+		} else if applied {
+			return nil
+		}
+	}
+	return s.answer(ctx, err, "update", true, key)
+}
+
+// appliedAnyway reads key back after etcd answered a write of attempted
+// with its quota error (etcdNoSpace) and reports whether etcd applied it:
+// the object stored is what attempted wrote (sameWrite), at another
+// resourceVersion than from (the one an update was made from). It then
+// fills out with the stored object. A key that is gone was not written.
+func (s etcdAnswers) appliedAnyway(ctx context.Context, key string, create bool, attempted runtime.Object, from string, out runtime.Object) (bool, error) {
+	if attempted == nil || out == nil {
+		return false, nil
+	}
+	current := out.DeepCopyObject()
+	if err := s.Interface.Get(ctx, key, storage.GetOptions{}, current); err != nil {
+		if storage.IsNotFound(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	stored, err := meta.Accessor(current)
+	if err != nil {
+		return false, err
+	}
+	rv := stored.GetResourceVersion()
+	if rv == from {
+		return false, nil
+	}
+	want := attempted.DeepCopyObject()
+	wantMeta, err := meta.Accessor(want)
+	if err != nil {
+		return false, err
+	}
+	if !sameWrite(create, wantMeta, stored, want, current) {
+		return false, nil
+	}
+	klog.FromContext(ctx).Info("etcd applied a write it answered with its quota error; the write is answered as done", "key", key, "resourceVersion", rv)
+	return true, s.Interface.Get(ctx, key, storage.GetOptions{ResourceVersion: rv}, out)
+}
+
+// sameWrite reports whether stored (current, read back) is what attempted
+// (want) wrote. A create's object has a uid of its own (the registry's
+// BeforeCreate makes one for every attempt), which says it; otherwise the
+// two must encode alike at one resourceVersion, as stored encodings do:
+// times in whole seconds, which an object that was never stored may hold
+// finer.
+func sameWrite(create bool, attempted, stored metav1.Object, want, current runtime.Object) bool {
+	if uid := attempted.GetUID(); create && uid != "" {
+		return uid == stored.GetUID()
+	}
+	attempted.SetResourceVersion(stored.GetResourceVersion())
+	a, errA := json.Marshal(want)
+	b, errB := json.Marshal(current)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// unsureAfterQuota is the answer to a write etcd answered with its quota
+// error when reading it back failed: it may have been applied (etcdNoSpace),
+// so it is not called refused; 503, to be tried again.
+func (s etcdAnswers) unsureAfterQuota(ctx context.Context, verb, key string, quotaErr, readErr error) error {
+	if info, ok := request.RequestInfoFrom(ctx); ok && info.Verb != "" {
+		verb = info.Verb
+	}
+	name := path.Base(key)
+	return &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status: metav1.StatusFailure,
+		Code:   http.StatusServiceUnavailable,
+		Reason: metav1.StatusReasonServiceUnavailable,
+		Message: fmt.Sprintf("etcd answered the %s of %s %q with its quota error (%v), which it also gives the write that crosses the quota after applying it, and reading the object back failed (%v): it may or may not have been stored",
+			verb, s.groupResource, name, quotaErr, readErr),
+		Details: &metav1.StatusDetails{Group: s.groupResource.Group, Kind: s.groupResource.Resource, Name: name, RetryAfterSeconds: etcdRetryAfterSeconds,
+			Causes: []metav1.StatusCause{{Type: CauseEtcdUnavailable, Message: readErr.Error()}}},
+	}}
 }
 
 func (s etcdAnswers) Get(ctx context.Context, key string, opts storage.GetOptions, objPtr runtime.Object) error {
