@@ -57,7 +57,7 @@ const ReasonInsufficientStorage metav1.StatusReason = "InsufficientStorage"
 // with the same error (etcd's quotaApplierV3.Put and Txn,
 // server/etcdserver/apply/apply.go, apply first and then report the
 // quota), so a write answered so is read back before it is called
-// refused (etcdAnswers.refusedForQuota).
+// refused (etcdAnswers.appliedAnyway).
 const etcdNoSpace = "etcdserver: mvcc: database space exceeded"
 
 // isEtcdNoSpace reports whether err is etcd's ErrNoSpace, however the
@@ -277,13 +277,15 @@ func (s etcdAnswers) GuaranteedUpdate(ctx context.Context, key string, destinati
 // appliedAnyway reads key back after etcd answered a write of attempted
 // with its quota error (etcdNoSpace) and reports whether etcd applied it:
 // the object stored is what attempted wrote (sameWrite), at another
-// resourceVersion than from (the one an update was made from). It then
-// fills out with the stored object. A key that is gone was not written.
+// resourceVersion than from (the one an update was made from). It reads
+// the stored object into out. A key that is gone was not written.
 func (s etcdAnswers) appliedAnyway(ctx context.Context, key string, create bool, attempted runtime.Object, from string, out runtime.Object) (bool, error) {
 	if attempted == nil || out == nil {
 		return false, nil
 	}
-	current := out.DeepCopyObject()
+	// Read into out itself: a write answered with an error leaves out
+	// unread, and one answered as done answers with what is stored.
+	current := out
 	if err := s.Interface.Get(ctx, key, storage.GetOptions{}, current); err != nil {
 		if storage.IsNotFound(err) {
 			return false, nil
@@ -307,7 +309,7 @@ func (s etcdAnswers) appliedAnyway(ctx context.Context, key string, create bool,
 		return false, nil
 	}
 	klog.FromContext(ctx).Info("etcd applied a write it answered with its quota error; the write is answered as done", "key", key, "resourceVersion", rv)
-	return true, s.Interface.Get(ctx, key, storage.GetOptions{ResourceVersion: rv}, out)
+	return true, nil
 }
 
 // sameWrite reports whether stored (current, read back) is what attempted
