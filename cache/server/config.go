@@ -218,6 +218,17 @@ func (c *Config) Complete() CompletedConfig {
 	}}
 }
 
+// upstreamCRDSyncedHook is the post-start hook with which
+// k8s.io/apiextensions-apiserver/pkg/apiserver's New waits for its CRD
+// informer's first list. A server stopped before that list returns (etcd
+// is down, or the host stops the cache while it starts) ends that hook with
+// the context's error, and runPostStartHook (k8s.io/apiserver/pkg/server,
+// hooks.go) ends the whole process on any hook error: kcp with the cache
+// mounted, or a test binary. The upstream hook also closes a signal for
+// upstream's not-found handler (503 rather than 404 until CRD paths are
+// known), which this server does not install.
+const upstreamCRDSyncedHook = "crd-informer-synced"
+
 // upstream completes a copy of the apiextensions configuration, for New to
 // give it the server's handler chain. apiextensions turns discovery off because
 // kube-apiserver's aggregator serves /apis in front of it; here nothing is
@@ -230,10 +241,15 @@ func (c *Config) Complete() CompletedConfig {
 // default security and the 401 common response), so a shallow copy would
 // write into the Config the user holds and into every later server built
 // from it. Everything else Complete sets is a field of the copied struct.
+//
+// Upstream's post-start hook upstreamCRDSyncedHook is turned off; the
+// server's own CRDSourceHookName holds /readyz in its place.
 func (c *completedConfig) upstream() apiextensionsapiserver.CompletedConfig {
 	generic := *c.apiextensions.GenericConfig
 	generic.OpenAPIConfig = copyOpenAPIConfig(generic.OpenAPIConfig)
 	generic.OpenAPIV3Config = copyOpenAPIV3Config(generic.OpenAPIV3Config)
+	// A copy: the set is shared with the Config the user holds.
+	generic.DisabledPostStartHooks = sets.NewString(generic.DisabledPostStartHooks.UnsortedList()...).Insert(upstreamCRDSyncedHook)
 	cfg := &apiextensionsapiserver.Config{GenericConfig: &generic, ExtraConfig: c.apiextensions.ExtraConfig}
 	completed := cfg.Complete()
 	completed.GenericConfig.EnableDiscovery = true

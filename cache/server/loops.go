@@ -24,7 +24,10 @@ const (
 	// every one is served or in conflict.
 	BootstrapHookName = "kcp-cache-bootstrap-crds"
 	// CRDSourceHookName waits for the CRD informer's first list, which the
-	// data plane counts as a pending source until then.
+	// data plane counts as a pending source until then; /readyz reports it
+	// until that list is handled. It stands in for upstream's
+	// crd-informer-synced (upstreamCRDSyncedHook), and ends without an
+	// error when the server stops first.
 	CRDSourceHookName = "kcp-cache-crd-source"
 	// ExportedResourcesHookName serves the identity resources that cached
 	// APIExports and CachedResources declare, and the resources
@@ -192,8 +195,13 @@ func (s *Server) startLoops(ctx context.Context, c CompletedConfig, crdInformer 
 	}); err != nil {
 		return err
 	}
+	if err := s.loops.addUntilDone(s.GenericAPIServer, CRDSourceHookName, func(ctx context.Context) error {
+		crdsSynced(ctx)
+		return nil
+	}); err != nil {
+		return err
+	}
 	for _, l := range []loop{
-		{CRDSourceHookName, crdsSynced},
 		{ExportedResourcesHookName, exported},
 		{CRDPurgeHookName, removal.NewCRDPurger(crdInformer, loopback).Run},
 		{ShardPurgerHookName, shardPurger.Run},
