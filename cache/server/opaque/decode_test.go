@@ -18,7 +18,8 @@ const kcpMeta = `{"name":"export-1","uid":"6f2c","generation":2,"creationTimesta
 	`"labels":{"app":"x"},"annotations":{"kcp.io/cluster":"root:org","kcp.io/shard":"amber","other":"v"},` +
 	`"finalizers":["f"],"ownerReferences":[{"apiVersion":"v1","kind":"K","name":"o","uid":"u"}],` +
 	`"managedFields":[{"manager":"kcp","operation":"Update","apiVersion":"apis.kcp.io/v1alpha1","time":"2026-01-02T03:04:05Z",` +
-	`"fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:description":{}}}},` +
+	`"fieldsType":"FieldsV1","fieldsV1":{"f:spec":{".":{},"f:description":{},` +
+	`"f:latestResourceSchemas":{"v:\"v1.widgets.example.io\"":{}},"f:permissionClaims":{".":{},"k:{\"group\":\"\",\"resource\":\"secrets\"}":{".":{},"f:group":{}}}}}},` +
 	`{"manager":"user","operation":"Apply","apiVersion":"apis.kcp.io/v1alpha1","time":"2026-01-02T03:04:06Z",` +
 	`"fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:labels":{"f:app":{}}}},"subresource":"status"}]}`
 
@@ -49,7 +50,7 @@ func TestDecodeStoredAcceptsWhatObjectMetaAccepts(t *testing.T) {
 		replace(`"subresource":"status"`, `"subresource":1`),
 		replace(`"time":"2026-01-02T03:04:05Z"`, `"time":"yesterday"`),
 		replace(`"time":"2026-01-02T03:04:05Z"`, `"time":12`),
-		replace(`"fieldsV1":{"f:spec":{".":{},"f:description":{}}}`, `"fieldsV1":"anything"`),
+		replace(`"fieldsV1":{"f:metadata":{"f:labels":{"f:app":{}}}}`, `"fieldsV1":"anything"`),
 		`{"managedFields":{}}`,
 		`{"managedFields":"x"}`,
 		`{"managedFields":[3]}`,

@@ -350,7 +350,7 @@ func (p *metaParser) skip(depth int) bool {
 	}
 	switch c := p.peek(); {
 	case c == '{':
-		return p.object(func([]byte) bool { return p.skip(depth + 1) })
+		return p.skippedObject(depth)
 	case c == '[':
 		return p.array(func() bool { return p.skip(depth + 1) })
 	case c == '"':
@@ -365,6 +365,38 @@ func (p *metaParser) skip(depth int) bool {
 		return p.skipNumber()
 	}
 	return false
+}
+
+// skippedObject reads an object whose members are all skipped: no key is
+// kept or matched against a field, so a key may hold any escapes, as
+// managedFields' fieldsV1 keys do ("k:{\"group\":...}", "v:\"...\"").
+func (p *metaParser) skippedObject(depth int) bool {
+	if p.peek() != '{' {
+		return false
+	}
+	p.i++
+	if p.peek() == '}' {
+		p.i++
+		return true
+	}
+	for {
+		if p.peek() != '"' || !p.skipString() || p.peek() != ':' {
+			return false
+		}
+		p.i++
+		if !p.skip(depth + 1) {
+			return false
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return true
+		default:
+			return false
+		}
+	}
 }
 
 // skipString reads a string with any valid escapes; its bytes need not be
