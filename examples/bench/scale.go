@@ -600,16 +600,20 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	return res, nil
 }
 
-// wildcard addresses gvr in every partition.
-// listableFromCache lists one object of gvr in every partition from the
-// server's watch cache: at resourceVersion 0, which a watch cache still
-// filling answers 429 (upstream's resilient initialization), where a
-// consistent LIST with a limit would be read from etcd and say nothing of
-// the fill. A server without a watch cache answers it from etcd.
+// listableFromCache lists gvr in every partition from the server's watch
+// cache: at resourceVersion 0, which a watch cache still filling answers
+// 429 (upstream's resilient initialization), where a consistent LIST with
+// a limit would be read from etcd and say nothing of the fill. A server
+// without a watch cache answers it from etcd. A watch cache ignores the
+// limit of a list at resourceVersion 0, so the list selects a name no
+// object has: the answer is empty, and the time is the server's, not the
+// bench's decoding of every object of the type.
 func listableFromCache(ctx context.Context, c *client.ClusterClient, gvr schema.GroupVersionResource) error {
-	_, err := wildcard(c, gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0", Limit: 1})
+	_, err := wildcard(c, gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0", FieldSelector: "metadata.name=bench-no-such-object"})
 	return err
 }
+
+// wildcard addresses gvr in every partition.
 
 func wildcard(c *client.ClusterClient, gvr schema.GroupVersionResource) dynamic.ResourceInterface {
 	return c.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(gvr)
