@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -150,6 +151,22 @@ func (s *chainSampler) sample(ctx context.Context, r *region, shard string, cons
 	s.mu.Unlock()
 }
 
+// awaitStale waits, until timeout, for at least enough[cache] stale reads
+// answered 200 at each cache: a move that completes quickly leaves too few
+// samples otherwise, and reads after it are judged the same way.
+func (s *chainSampler) awaitStale(ctx context.Context, enough map[string]int, timeout time.Duration) {
+	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for cache, n := range enough {
+			if count(s.samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }) < n {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // stop ends the sampling and returns every sample.
 func (s *chainSampler) stop() []chainSample {
 	s.cancel()
@@ -263,6 +280,9 @@ func testRelayHomeRestored(t *testing.T, heartbeats bool, object restoredObject)
 	var restoreBegan, convergeBegan time.Duration
 	var epochAfter string
 	defer func() {
+		if !t.Failed() {
+			sampler.awaitStale(ctx, map[string]int{"west": 20, "east": 20}, cachetest.DefaultTimeout)
+		}
 		samples := sampler.stop()
 		judgeRestored(t, samples, want, restoreBegan, convergeBegan, epochBefore, epochAfter)
 	}()
@@ -473,9 +493,15 @@ func TestRelayShardMovesHomeAcrossHops(t *testing.T) {
 	for _, r := range []*region{south, west} {
 		watches[r.name] = watchDeletions(ctx, t, r, s.name)
 	}
+	// East is down for part of the move (its restart): it must answer
+	// once it is back; the others throughout.
+	enough := map[string]int{"east": 1, "west": 20, "south": 20}
 	// Judged however the test ends: a move that never completes still
 	// shows what the readers were answered meanwhile.
 	defer func() {
+		if !t.Failed() {
+			sampler.awaitStale(ctx, enough, cachetest.DefaultTimeout)
+		}
 		samples := sampler.stop()
 		for _, cache := range []string{"east", "west", "south"} {
 			for _, consistent := range []bool{false, true} {
@@ -487,13 +513,7 @@ func TestRelayShardMovesHomeAcrossHops(t *testing.T) {
 				}
 				t.Logf("reads during the move at %s, consistent=%v: %v (by code; 0: no answer)", cache, consistent, codes)
 			}
-			// East is down for part of the move (its restart): it
-			// must answer once it is back; the others throughout.
-			enough := 20
-			if cache == "east" {
-				enough = 1
-			}
-			if n := count(samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }); n < enough {
+			if n := count(samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }); n < enough[cache] {
 				t.Errorf("only %d stale reads at %s answered during the move: too few to judge", n, cache)
 			}
 		}
