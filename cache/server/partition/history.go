@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -140,34 +139,10 @@ func (s *cacherSource) GetList(ctx context.Context, key string, opts storage.Lis
 	if err := s.needMajority(); err != nil {
 		return err
 	}
-	if err := s.Interface.GetList(unscopedStorageContext(ctx), key, fillPaging(ctx, opts), listObj); err != nil {
+	if err := s.Interface.GetList(unscopedStorageContext(ctx), key, opts, listObj); err != nil {
 		return err
 	}
 	return s.unpartitioned.filterList(listObj)
-}
-
-// fillPage is how many objects one page of the watch cache's own fill
-// reads. The cacher asks for 10,000 (storageWatchListPageSize,
-// k8s.io/apiserver/pkg/storage/cacher/cacher.go), and etcd visits every key
-// from a page's start to the end of the range to count what remains
-// (treeIndex.Revisions, go.etcd.io/etcd/server/v3/storage/mvcc/index.go),
-// so a fill of n objects of a type costs n²/(2×page) index visits: at
-// 250,000 objects of a restart, a seventh of its CPU went there. A page of
-// 50,000 costs a fifth of those visits, and one page's bytes from etcd
-// (about 120 MB of kcp objects) in the fill's transient memory.
-const fillPage = 50000
-
-// fillPaging gives the fill pages of fillPage objects. The fill is the one
-// list here that no request asked for: a request's list carries its
-// RequestInfo, and its limit is the client's, which it keeps.
-func fillPaging(ctx context.Context, opts storage.ListOptions) storage.ListOptions {
-	if _, fromRequest := request.RequestInfoFrom(ctx); fromRequest {
-		return opts
-	}
-	if limit := opts.Predicate.Limit; limit > 0 && limit < fillPage {
-		opts.Predicate.Limit = fillPage
-	}
-	return opts
 }
 
 // Stats counts the objects in etcd, which needs the majority; without it,
