@@ -2,6 +2,8 @@ package homerevision_test
 
 import (
 	"context"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +187,51 @@ func TestStartRevisionIsTheFloor(t *testing.T) {
 	}
 	if got := revision(t, tr, "amber", exports); got < deleted || got <= kept {
 		t.Errorf("apiexports: %d, want the floor (at least %d)", got, deleted)
+	}
+}
+
+// The initialisation reads the keys in pages and learns every partition of
+// every type from them, whichever page holds it.
+func TestInitialisationLearnsEveryPartitionAcrossPages(t *testing.T) {
+	c := homerevision.StartEtcd(t)
+	want := map[kcpcache.PartitionRevision]bool{}
+	for _, o := range []struct {
+		gr           schema.GroupResource
+		shard, names string
+	}{
+		{exports, "amber", "a b c"},
+		{exports, "blue", "a"},
+		{configmaps, "amber", "default/x"},
+		{configmaps, "green", "default/x default/y"},
+	} {
+		for name := range strings.FieldsSeq(o.names) {
+			put(t, c, objectKey(o.gr, o.shard, "root", name))
+		}
+		want[kcpcache.PartitionRevision{Shard: o.shard, Resource: o.gr.String()}] = true
+	}
+
+	tr := homerevision.NewTracker(c, prefix)
+	tr.SetInitPageSize(2) // seven keys: four pages
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tr.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	revision(t, tr, "amber", exports) // waits for the initialisation
+	_, partitions, ok := tr.Snapshot()
+	if !ok {
+		t.Fatal("Snapshot is not ok after the tracker answered")
+	}
+	got := map[kcpcache.PartitionRevision]bool{}
+	for _, p := range partitions {
+		got[kcpcache.PartitionRevision{Shard: p.Shard, Resource: p.Resource}] = true
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("partitions after the initialisation: %v, want %v", got, want)
 	}
 }
