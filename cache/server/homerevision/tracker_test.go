@@ -24,7 +24,12 @@ var (
 // runTracker runs a tracker until the test ends.
 func runTracker(t *testing.T, c *clientv3.Client) *homerevision.Tracker {
 	t.Helper()
-	tr := homerevision.NewTracker(c, prefix)
+	return startTracker(t, homerevision.NewTracker(c, prefix))
+}
+
+// startTracker runs tr until the test ends.
+func startTracker(t *testing.T, tr *homerevision.Tracker) *homerevision.Tracker {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -212,16 +217,7 @@ func TestInitialisationLearnsEveryPartitionAcrossPages(t *testing.T) {
 
 	tr := homerevision.NewTracker(c, prefix)
 	tr.SetInitPageSize(2) // seven keys: four pages
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tr.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	startTracker(t, tr)
 	revision(t, tr, "amber", exports) // waits for the initialisation
 	_, partitions, ok := tr.Snapshot()
 	if !ok {

@@ -98,6 +98,21 @@ func TestCloseWithoutRunStopsEmbeddedEtcd(t *testing.T) {
 	}
 }
 
+// closeEndsRun closes srv and checks that its Run, whose result done
+// receives, returned nil before Close did.
+func closeEndsRun(t *testing.T, srv *server.Server, done <-chan error) {
+	t.Helper()
+	srv.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v after Close, want nil", err)
+		}
+	default:
+		t.Fatal("Close returned before Run did")
+	}
+}
+
 // Close during Run ends Run, waits for it, and stops etcd after the server.
 func TestCloseDuringRunEndsRun(t *testing.T) {
 	t.Parallel()
@@ -111,15 +126,7 @@ func TestCloseDuringRunEndsRun(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run returned %v after Close, want nil", err)
-		}
-	default:
-		t.Fatal("Close returned before Run did")
-	}
+	closeEndsRun(t, srv, done)
 	if etcdListens(t, etcdURL) {
 		t.Errorf("embedded etcd at %s still listens after Close", etcdURL)
 	}
@@ -166,13 +173,5 @@ func TestCloseBeforeTheCRDInformerSyncedEndsOnlyRun(t *testing.T) {
 		t.Fatalf("/readyz never reported %q while etcd was down: %v (last: %s)", pending, err, last)
 	}
 
-	srv.Close()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("Run returned %v after Close, want nil", err)
-		}
-	default:
-		t.Fatal("Close returned before Run did")
-	}
+	closeEndsRun(t, srv, done)
 }

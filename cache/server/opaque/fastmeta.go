@@ -121,8 +121,15 @@ func (p *metaParser) peek() byte {
 }
 
 // object reads an object, calling member with each key (the parser then at
-// its value) until member reports false.
+// its value) until member reports false. Keys are plain: they are matched
+// against field names.
 func (p *metaParser) object(member func(key []byte) bool) bool {
+	return p.members(p.plainBytes, member)
+}
+
+// members reads an object whose keys key reads, calling member with each
+// (the parser then at its value) until member reports false.
+func (p *metaParser) members(key func() ([]byte, bool), member func(key []byte) bool) bool {
 	if p.peek() != '{' {
 		return false
 	}
@@ -132,13 +139,13 @@ func (p *metaParser) object(member func(key []byte) bool) bool {
 		return true
 	}
 	for {
-		key, ok := p.plainBytes()
+		k, ok := key()
 		if !ok || p.peek() != ':' {
 			return false
 		}
 		p.i++
 		p.space()
-		if !member(key) {
+		if !member(k) {
 			return false
 		}
 		switch p.peek() {
@@ -371,32 +378,12 @@ func (p *metaParser) skip(depth int) bool {
 // kept or matched against a field, so a key may hold any escapes, as
 // managedFields' fieldsV1 keys do ("k:{\"group\":...}", "v:\"...\"").
 func (p *metaParser) skippedObject(depth int) bool {
-	if p.peek() != '{' {
-		return false
-	}
-	p.i++
-	if p.peek() == '}' {
-		p.i++
-		return true
-	}
-	for {
-		if p.peek() != '"' || !p.skipString() || p.peek() != ':' {
-			return false
-		}
-		p.i++
-		if !p.skip(depth + 1) {
-			return false
-		}
-		switch p.peek() {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return true
-		default:
-			return false
-		}
-	}
+	return p.members(p.skippedKey, func([]byte) bool { return p.skip(depth + 1) })
+}
+
+// skippedKey reads a key that is not kept: any string.
+func (p *metaParser) skippedKey() ([]byte, bool) {
+	return nil, p.peek() == '"' && p.skipString()
 }
 
 // skipString reads a string with any valid escapes; its bytes need not be
