@@ -614,7 +614,6 @@ func listableFromCache(ctx context.Context, c *client.ClusterClient, gvr schema.
 }
 
 // wildcard addresses gvr in every partition.
-
 func wildcard(c *client.ClusterClient, gvr schema.GroupVersionResource) dynamic.ResourceInterface {
 	return c.Cluster(kcpcache.Wildcard, kcpcache.Wildcard).Resource(gvr)
 }

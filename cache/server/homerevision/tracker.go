@@ -21,7 +21,7 @@ const (
 	// end of the range (treeIndex.Revisions,
 	// go.etcd.io/etcd/server/v3/storage/mvcc/index.go), and the range is
 	// the whole prefix: n keys cost n²/(2×page) index visits. At 250,000
-	// keys, pages of 1,000 made 31 M visits, a quarter of a restart's CPU
+	// keys, pages of 1,000 made 31 M visits, a fifth of a restart's CPU
 	// beside the watch caches' fill; pages of 10,000 make 3.1 M, and hold
 	// 10,000 values (etcd reads them even for keys only) in etcd at once.
 	initPageSize = 10000

@@ -151,6 +151,11 @@ func (s *chainSampler) sample(ctx context.Context, r *region, shard string, cons
 	s.mu.Unlock()
 }
 
+// staleAnswered matches the stale reads at cache answered 200.
+func staleAnswered(cache string) func(chainSample) bool {
+	return func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }
+}
+
 // awaitStale waits, until timeout, for at least enough[cache] stale reads
 // answered 200 at each cache: a move that completes quickly leaves too few
 // samples otherwise, and reads after it are judged the same way.
@@ -159,7 +164,7 @@ func (s *chainSampler) awaitStale(ctx context.Context, enough map[string]int, ti
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for cache, n := range enough {
-			if count(s.samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }) < n {
+			if count(s.samples, staleAnswered(cache)) < n {
 				return false, nil
 			}
 		}
@@ -513,7 +518,7 @@ func TestRelayShardMovesHomeAcrossHops(t *testing.T) {
 				}
 				t.Logf("reads during the move at %s, consistent=%v: %v (by code; 0: no answer)", cache, consistent, codes)
 			}
-			if n := count(samples, func(smp chainSample) bool { return smp.cache == cache && !smp.consistent && smp.code == http.StatusOK }); n < enough[cache] {
+			if n := count(samples, staleAnswered(cache)); n < enough[cache] {
 				t.Errorf("only %d stale reads at %s answered during the move: too few to judge", n, cache)
 			}
 		}
