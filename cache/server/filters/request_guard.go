@@ -159,7 +159,16 @@ const jsonPatchType = "application/json-patch+json"
 // context, and restores the body for the real handler. Other encodings pass
 // through untouched (protobuf is refused with 415 by the handler).
 func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (*http.Request, error) {
-	mediaType, _, err := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	contentType := req.Header.Get("Content-Type")
+	if contentType == "" {
+		// Upstream's handler decodes a body without a Content-Type as
+		// its serializer's first media type, JSON
+		// (negotiation.NegotiateInputSerializerForMediaType): it is
+		// checked as JSON here too. Passed through, a copy created that
+		// way lost its origin's uid and creation time.
+		contentType = runtime.ContentTypeJSON
+	}
+	mediaType, _, err := mime.ParseMediaType(contentType)
 	if err != nil || req.Body == nil || !(jsonBodyTypes.Has(mediaType) || yamlBodyTypes.Has(mediaType) || mediaType == jsonPatchType) {
 		return req, nil
 	}

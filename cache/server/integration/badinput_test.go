@@ -87,6 +87,10 @@ func TestBadInputIsRefusedAndNothingIsStored(t *testing.T) {
 
 // badRequest is a request the server must answer with a Status of wantCode
 // and wantReason, changing nothing in etcd.
+// noContentType as a badRequest's contentType sends no Content-Type
+// header; "" sends JSON's.
+const noContentType = "none"
+
 type badRequest struct {
 	name, method, path, contentType, body string
 	wantCode                              int
@@ -115,11 +119,13 @@ func checkBadRequests(t *testing.T, srv *cachetest.Server, tests []badRequest) {
 			}
 			req.Header.Set("Authorization", "Bearer "+srv.Config().BearerToken)
 			req.Header.Set("Accept", "application/json")
-			ct := tt.contentType
-			if ct == "" {
-				ct = "application/json"
+			switch ct := tt.contentType; ct {
+			case "":
+				req.Header.Set("Content-Type", "application/json")
+			case noContentType:
+			default:
+				req.Header.Set("Content-Type", ct)
 			}
-			req.Header.Set("Content-Type", ct)
 			resp, err := client.Do(req)
 			if err != nil {
 				t.Fatal(err)

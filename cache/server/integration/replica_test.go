@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
@@ -46,6 +48,42 @@ func TestReplicaSemantics(t *testing.T) {
 		// A copy keeps the managedFields it is sent, and records no writer.
 		if mf := got.GetManagedFields(); len(mf) != 0 {
 			t.Errorf("a copy sent without managedFields carries %v", mf)
+		}
+	})
+
+	// Upstream decodes a body without a Content-Type as JSON; the checks
+	// and the origin metadata apply to it as to any JSON body. Such a
+	// copy got a fresh uid and creation time, and the mirror's writer
+	// sent its copies that way until it set the header.
+	t.Run("a copy sent without a Content-Type keeps the origin's identity", func(t *testing.T) {
+		body, err := pushedCopy("no-content-type").MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		client, err := rest.HTTPClientFor(srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := srv.Config().Host + kcpcache.ScopedPath(kcpcache.Scope{Shard: "amber", Cluster: "root"}, "/apis/apis.kcp.io/v1alpha1/apiexports")
+		req, err := newRequest(ctx, http.MethodPost, url, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+srv.Config().BearerToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("create without a Content-Type: %s", resp.Status)
+		}
+		got, err := copies.Get(ctx, "no-content-type", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.GetUID() != "origin-uid-no-content-type" || !got.GetCreationTimestamp().Time.Equal(time.Date(2020, 1, 2, 3, 4, 5, 0, time.UTC)) || got.GetGeneration() != 7 {
+			t.Errorf("copy lost origin metadata: uid=%q created=%v generation=%d", got.GetUID(), got.GetCreationTimestamp(), got.GetGeneration())
 		}
 	})
 

@@ -93,6 +93,8 @@ func TestRequestMistakesAnswer4xxAndStoreNothing(t *testing.T) {
 		{"create with metadata.Annotations", "POST", in(crs), "", cr("new", `,"Annotations":{"kcp.io/shard":"beta"}`, ""), 400, bad},
 		{"create with metadata.Name", "POST", in(crs), "", cr("new", `,"Name":"other"`, ""), 400, bad},
 		{"create with metadata.ResourceVersion", "POST", in(crs), "", cr("new", `,"ResourceVersion":"1"`, ""), 400, bad},
+		{"create with Metadata without a Content-Type", "POST", in(crs), noContentType, cr("new", "", `,"Metadata":`+beta), 400, bad},
+		{"update with metadata.Annotations without a Content-Type", "PUT", in(crs + "/existing"), noContentType, cr("existing", `,"Annotations":{"kcp.io/shard":"beta"}`, ""), 400, bad},
 		{"create with Metadata as YAML", "POST", in(crs), yamlBody, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: new\nMetadata:\n  annotations:\n    kcp.io/shard: beta\n", 400, bad},
 		{"dry-run create with Metadata", "POST", in(crs) + "?dryRun=All", "", cr("new", "", `,"Metadata":`+beta), 400, bad},
 		{"update with Metadata", "PUT", in(crs + "/existing"), "", cr("existing", "", `,"Metadata":`+beta), 400, bad},
