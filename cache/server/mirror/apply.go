@@ -328,9 +328,9 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 		return nil
 	}
 	desired := s.desiredCopy(u, home)
-	r := s.partitionClient(k)
+	w := s.m.writer
 	if isNew {
-		_, err := r.Create(ctx, desired, metav1.CreateOptions{})
+		err := w.create(ctx, s.gvr, k, desired)
 		switch {
 		case err == nil:
 			writes.WithLabelValues(s.peer.Name, "create").Inc()
@@ -339,13 +339,13 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 			return fmt.Errorf("creating the copy %v: %w", k, err)
 		}
 	}
-	_, err := r.Update(ctx, desired, metav1.UpdateOptions{})
+	err := w.update(ctx, s.gvr, k, desired)
 	switch {
 	case err == nil:
 		writes.WithLabelValues(s.peer.Name, "update").Inc()
 		return nil
 	case apierrors.IsNotFound(err):
-		if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := w.create(ctx, s.gvr, k, desired); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("creating the copy %v: %w", k, err)
 		}
 		writes.WithLabelValues(s.peer.Name, "create").Inc()
@@ -358,7 +358,7 @@ func (s *stream) applyPeerObject(ctx context.Context, u *unstructured.Unstructur
 			s.applyMu.Lock()
 			defer s.applyMu.Unlock()
 		}
-		return s.replaceCopy(ctx, r, k, desired)
+		return s.replaceCopy(ctx, s.partitionClient(k), k, desired)
 	default:
 		return fmt.Errorf("updating the copy %v: %w", k, err)
 	}
@@ -382,7 +382,7 @@ func (s *stream) replaceCopy(ctx context.Context, r dynamic.ResourceInterface, k
 	if err := r.Delete(ctx, k.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the copy %v to replace it: %w", k, err)
 	}
-	if _, err := r.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
+	if err := s.m.writer.create(ctx, s.gvr, k, desired); err != nil {
 		return fmt.Errorf("creating the copy %v again: %w", k, err)
 	}
 	writes.WithLabelValues(s.peer.Name, "replace").Inc()

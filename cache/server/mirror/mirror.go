@@ -68,8 +68,10 @@ type LocalRevisions interface {
 type Mirror struct {
 	cfg   Config
 	local *client.ClusterClient
-	peers map[string]*source
-	homes *homes.Table
+	// writer sends the copies' creates and updates (copywriter.go).
+	writer *copyWriter
+	peers  map[string]*source
+	homes  *homes.Table
 
 	// stateVersion counts the changes of every stream's state (what the
 	// home-revision header is made from); localRev caches a local
@@ -134,7 +136,11 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Mirror{cfg: cfg, local: local, peers: map[string]*source{}, homes: cfg.Homes, scanNow: make(chan struct{}, 1), streamsAdded: make(chan struct{})}
+	writer, err := newCopyWriter(client.Unthrottled(cfg.Local))
+	if err != nil {
+		return nil, err
+	}
+	m := &Mirror{cfg: cfg, local: local, writer: writer, peers: map[string]*source{}, homes: cfg.Homes, scanNow: make(chan struct{}, 1), streamsAdded: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		if p.Name == cfg.CacheName {
 			return nil, fmt.Errorf("mirror: peer %q is this cache", p.Name)
