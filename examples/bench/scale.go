@@ -544,6 +544,12 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	// Restart: SIGKILL, start on the same data, first /readyz 200, then
 	// every type answers a */* list from its watch cache.
 	s.kill()
+	var profiled chan error
+	if name == "ours" && cfg.scaleCPUProfile != "" {
+		profiled = make(chan error, 1)
+		file := fmt.Sprintf("%s-restart-%d.pprof", cfg.scaleCPUProfile, n)
+		go func() { profiled <- fetchStartProfile(ctx, s, file, scaleRestartProfileSeconds) }()
+	}
 	started = time.Now()
 	if err := s.start(ctx); err != nil {
 		return fail("b", fmt.Errorf("restarting: %w", err))
@@ -557,6 +563,11 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 		}
 	}
 	res.filled = time.Since(started)
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			return fail("c", fmt.Errorf("CPU profile of the restart: %w", err))
+		}
+	}
 
 	// One */* list of the largest type, consistent and from the cache.
 	largest := scaleMix[0].gvr

@@ -31,6 +31,13 @@ const (
 	scaleMirrorInterval = 50 * time.Millisecond
 )
 
+// The seconds -scale-cpuprofile's profiles cover: a restart's first (its
+// target is 5 s at 250,000 objects), and a mirror's first of copying.
+const (
+	scaleRestartProfileSeconds = 8
+	scaleMirrorProfileSeconds  = 30
+)
+
 // scaleMirrorResult is what the mirror measured.
 type scaleMirrorResult struct {
 	copies    int64
@@ -78,6 +85,19 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	}
 	if err != nil {
 		return nil, how, err
+	}
+	if cfg.scaleCPUProfile != "" {
+		profiled := make(chan error, 1)
+		file := fmt.Sprintf("%s-mirror-%d.pprof", cfg.scaleCPUProfile, res.copies)
+		go func() { profiled <- fetchStartProfile(ctx, m, file, scaleMirrorProfileSeconds) }()
+		// Waited for before the mirror stops (the defer above runs
+		// after this one): a copy shorter than the profile is covered
+		// whole.
+		defer func() {
+			if perr := <-profiled; perr != nil && err == nil {
+				err = fmt.Errorf("CPU profile of the mirror: %w", perr)
+			}
+		}()
 	}
 	last := int64(-1)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, cfg.phaseTimeout, true, func(ctx context.Context) (bool, error) {

@@ -12,6 +12,11 @@
 #   SIZES=10000,50000 hack/perf/scale.sh /path/to/kcp        # other sizes
 #   KCP_CACHE_SERVER=/path/to/cache-server hack/perf/scale.sh  # kcp's binary, already built
 #   MEMORY_LIMIT=8Gi hack/perf/scale.sh /path/to/kcp           # each server's memory limit
+#   PROFILES=/tmp/prof hack/perf/scale.sh /path/to/kcp         # our server's profiles at each size
+#
+# PROFILES names a directory for the profiles of our server that explain a row (go tool pprof):
+# the CPU of its restart's first 8 s (cpu-restart-N.pprof) and of its mirror's first 30 s of
+# copying (cpu-mirror-N.pprof), and its live heap once loaded (heap-N.pb.gz).
 #
 # OUT (default /tmp/kcp-cache-scale) receives the binaries, the table (scale.md) and the report
 # (scale.json); the curves go to docs/scale.png.
@@ -22,6 +27,7 @@ out=${OUT:-/tmp/kcp-cache-scale}
 sizes=${SIZES:-10000,50000,250000}
 limit=${MEMORY_LIMIT:-6Gi}
 mkdir -p "$out"
+[[ -z "${PROFILES:-}" ]] || mkdir -p "$PROFILES"
 
 kcp_bin=${KCP_CACHE_SERVER:-}
 if [[ -z "$kcp_bin" ]]; then
@@ -41,7 +47,7 @@ go build -o "$out/bench" ./examples/bench
 # mirror's first copy).
 "$out/bench" -phases scale -sizes "$sizes" -list-reps 5 -phase-timeout 30m \
 	-scale-server-binary "$out/kcp-cache-server" -kcp-cache-server "$kcp_bin" \
-	-scale-memory-limit "$limit" -markdown -json-file "$out/scale.json" | tee "$out/scale.md"
+	-scale-memory-limit "$limit" ${PROFILES:+-scale-cpuprofile "$PROFILES/cpu" -scale-heapprofile "$PROFILES/heap"} -markdown -json-file "$out/scale.json" | tee "$out/scale.md"
 
 (cd hack/perf/perfplot && go run . -out "$repo/docs/scale.png" "$out/scale.json")
 echo "table: $out/scale.md; curves: docs/scale.png" >&2
