@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -503,6 +505,59 @@ func TestScaleStoredBytesRows(t *testing.T) {
 		}
 		if v.Cache != tc.v || w.Cache != tc.w || (w.Target != nil) != tc.wantTarget {
 			t.Errorf("11v %q, 11w %q (target %v); want %q, %q", v.Cache, w.Cache, w.Target, tc.v, tc.w)
+		}
+	}
+}
+
+// Issue 45's targets: RSS per object against kcp's in the same run (no
+// more at 250,000, within twice at 50,000, unmet without kcp's figure),
+// the restart at every size, the burst and a mirror's first copy at
+// 250,000 only.
+func TestScaleTargets(t *testing.T) {
+	result := func(rss float64, ready time.Duration, mirrored bool) *scaleResult {
+		r := &scaleResult{rssPerObj: rss, ready: ready, burstSynced: 70 * time.Second, listOverEtcd: math.NaN(), storedPerObject: math.NaN()}
+		if mirrored {
+			r.mirror = &scaleMirrorResult{copies: 10, firstSync: 80 * time.Second}
+		}
+		return r
+	}
+	met := func(rep *report, id string) string {
+		for _, r := range rep.Rows {
+			if r.ID == id {
+				r.evaluate()
+				if r.Met == nil {
+					return "none"
+				}
+				return strconv.FormatBool(*r.Met)
+			}
+		}
+		return "missing"
+	}
+	for _, tc := range []struct {
+		name      string
+		n         int
+		ours, kcp *scaleResult
+		want      map[string]string
+	}{
+		{"250,000, ours above kcp's", 250000, result(7000, 4*time.Second, true), result(6000, 4*time.Second, false),
+			map[string]string{"11e": "false", "11b": "true", "11h": "false", "11n": "false"}},
+		{"250,000, ours below kcp's", 250000, result(5000, 6*time.Second, false), result(6000, 4*time.Second, false),
+			map[string]string{"11e": "true", "11b": "false", "11n": "none"}},
+		{"250,000 without kcp's", 250000, result(5000, 4*time.Second, false), nil,
+			map[string]string{"11e": "false"}},
+		{"50,000 within twice kcp's", 50000, result(5000, 4*time.Second, true), result(3000, 2*time.Second, false),
+			map[string]string{"11e": "true", "11h": "none", "11n": "none"}},
+		{"50,000 beyond twice kcp's", 50000, result(7000, 4*time.Second, false), result(3000, 2*time.Second, false),
+			map[string]string{"11e": "false"}},
+		{"10,000", 10000, result(7000, 4*time.Second, false), result(3000, 2*time.Second, false),
+			map[string]string{"11e": "none"}},
+	} {
+		rep := &report{}
+		addScaleRows(rep, tc.n, tc.ours, tc.kcp)
+		for letter, want := range tc.want {
+			if got := met(rep, fmt.Sprintf("%s-%d", letter, tc.n)); got != want {
+				t.Errorf("%s: row %s met %s, want %s", tc.name, letter, got, want)
+			}
 		}
 	}
 }

@@ -32,7 +32,8 @@ const (
 )
 
 // The seconds -scale-cpuprofile's profiles cover: a restart's first (its
-// target is 5 s at 250,000 objects), and a mirror's first of copying.
+// target is 5 s at 250,000 objects), and a mirror's copying from a third
+// of the objects on.
 const (
 	scaleRestartProfileSeconds = 8
 	scaleMirrorProfileSeconds  = 30
@@ -86,19 +87,24 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 	if err != nil {
 		return nil, how, err
 	}
-	if cfg.scaleCPUProfile != "" {
-		profiled := make(chan error, 1)
+	// The CPU profile (-scale-cpuprofile) starts once a third of the
+	// objects are copied: a copy's cost at that size, not the start's.
+	var profiled chan error
+	startProfile := func() {
+		profiled = make(chan error, 1)
 		file := fmt.Sprintf("%s-mirror-%d.pprof", cfg.scaleCPUProfile, res.copies)
 		go func() { profiled <- fetchStartProfile(ctx, m, file, scaleMirrorProfileSeconds) }()
-		// Waited for before the mirror stops (the defer above runs
-		// after this one): a copy shorter than the profile is covered
-		// whole.
-		defer func() {
-			if perr := <-profiled; perr != nil && err == nil {
-				err = fmt.Errorf("CPU profile of the mirror: %w", perr)
-			}
-		}()
 	}
+	// Waited for before the mirror stops (the defer above runs after
+	// this one).
+	defer func() {
+		if profiled == nil {
+			return
+		}
+		if perr := <-profiled; perr != nil && err == nil {
+			err = fmt.Errorf("CPU profile of the mirror: %w", perr)
+		}
+	}()
 	last := int64(-1)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, cfg.phaseTimeout, true, func(ctx context.Context) (bool, error) {
 		select {
@@ -118,6 +124,9 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 			return false, nil
 		}
 		last = n
+		if cfg.scaleCPUProfile != "" && profiled == nil && n >= res.copies/3 {
+			startProfile()
+		}
 		return n == res.copies, nil
 	}); err != nil {
 		return nil, how, fmt.Errorf("%d of %d objects copied: %w", last, res.copies, err)
@@ -249,6 +258,10 @@ func addScaleMirrorRows(rep *report, n int, ours *scaleResult) {
 			return
 		}
 		r.CacheValue, r.Cache, r.Baseline, r.BaselineValue = value, cache, baseline, baselineValue
+		if letter == "n" {
+			r.Target = atLargest(n, &target{Text: "≤ 75 s", AtMost: true, Bound: 75})
+			r.TargetOnValue = r.Target != nil
+		}
 		if baselineValue > 0 {
 			r.Ratio = ratio(value, baselineValue)
 		}

@@ -15,8 +15,8 @@
 #   PROFILES=/tmp/prof hack/perf/scale.sh /path/to/kcp         # our server's profiles at each size
 #
 # PROFILES names a directory for the profiles of our server that explain a row (go tool pprof):
-# the CPU of its restart's first 8 s (cpu-restart-N.pprof) and of its mirror's first 30 s of
-# copying (cpu-mirror-N.pprof), and its live heap once loaded (heap-N.pb.gz).
+# the CPU of its restart's first 8 s (cpu-restart-N.pprof) and of 30 s of its mirror's copying
+# from a third of the objects on (cpu-mirror-N.pprof), and its live heap once loaded (heap-N.pb.gz).
 #
 # OUT (default /tmp/kcp-cache-scale) receives the binaries, the table (scale.md) and the report
 # (scale.json); the curves go to docs/scale.png.
