@@ -189,7 +189,7 @@ func parseFlags(args []string) (config, error) {
 	serverArgs := fs.String("scale-server-args", "", "more arguments for our server in the scale phase, comma-separated (e.g. --max-list-objects-in-flight=0); the phase gives it --profiler-address itself, to measure its live heap")
 	skip := fs.String("scale-skip", "", "servers the scale phase leaves out: ours, kcp (e.g. to measure kcp's cache-server at one size alone)")
 	fs.StringVar(&c.scaleCPUProfile, "scale-cpuprofile", "", "path prefix of CPU profiles of our server in the scale phase, at each size: its restart's first 8 s (<prefix>-restart-<n>.pprof) and 30 s of its mirror's copying from a third of the objects on (<prefix>-mirror-<n>.pprof)")
-	fs.StringVar(&c.scaleHeapProfile, "scale-heapprofile", "", "path prefix of a heap profile (live objects after a forced collection) of our server once loaded, at each size (<prefix>-<n>.pb.gz)")
+	fs.StringVar(&c.scaleHeapProfile, "scale-heapprofile", "", "path prefix of a heap profile (live objects after a forced collection) of each server once loaded, at each size (ours: <prefix>-<n>.pb.gz; kcp's: <prefix>-kcp-<n>.pb.gz)")
 	fs.StringVar(&scaleServerLog, "scale-server-log", "", "path prefix of a file per server of the scale phase that gets its whole log (<prefix>-ours.log, <prefix>-kcp.log), e.g. with -scale-server-args=--v=2")
 	fs.BoolVar(&c.scaleMemoryOnly, "scale-memory-only", false, "end each size of the scale phase after its memory rows (11a, 11d, 11e, 11v, 11w): no restart, LISTs, burst or mirror")
 	fs.BoolVar(&c.scaleMirror, "scale-mirror", true, "measure a mirror of our server at each size in the scale phase (rows 11n-11s)")

@@ -297,13 +297,9 @@ func (s *scaleServer) procStatus() (map[string]uint64, error) {
 // to that path unless it comes under a /shards/<name>/ prefix, which it
 // strips before the mux.
 func (s *scaleServer) memStats(ctx context.Context) (map[string]float64, error) {
-	hc, url := s.profiler, kcpcache.JoinHostPath(s.profilerHost, "/debug/pprof/heap")
-	if hc == nil {
-		var err error
-		if hc, err = rest.HTTPClientFor(s.cfg); err != nil {
-			return nil, err
-		}
-		url = kcpcache.JoinHostPath(s.cfg.Host, "/shards/any/debug/pprof/heap")
+	hc, url, err := s.heapEndpoint()
+	if err != nil {
+		return nil, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?gc=1&debug=1", nil)
 	if err != nil {
@@ -376,6 +372,20 @@ func (s *scaleServer) settledMemory(ctx context.Context) (memorySample, error) {
 	}
 	status, err := s.procStatus()
 	return memorySample{stats: stats, status: status}, err
+}
+
+// heapEndpoint is the client and URL of s's heap profile: our server's
+// --profiler-address, kcp's cache-server's secure port (which serves
+// /debug/pprof under any shard's path).
+func (s *scaleServer) heapEndpoint() (*http.Client, string, error) {
+	if s.profiler != nil {
+		return s.profiler, kcpcache.JoinHostPath(s.profilerHost, "/debug/pprof/heap"), nil
+	}
+	hc, err := rest.HTTPClientFor(s.cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return hc, kcpcache.JoinHostPath(s.cfg.Host, "/shards/any/debug/pprof/heap"), nil
 }
 
 // scaleResult is what one server measured at one size.
@@ -528,8 +538,12 @@ func scaleOne(ctx context.Context, cfg config, name, binary string, n int) (*sca
 	res.memory = fmt.Sprintf("empty: %s; loaded: %s", empty, loaded)
 	res.heapPerObject = (loaded.heap() - empty.heap()) / float64(n)
 	res.rssPerObj = (loaded.rss() - empty.rss()) / float64(n)
-	if name == "ours" && cfg.scaleHeapProfile != "" {
-		if err := s.heapProfile(ctx, fmt.Sprintf("%s-%d.pb.gz", cfg.scaleHeapProfile, n)); err != nil {
+	if cfg.scaleHeapProfile != "" {
+		file := fmt.Sprintf("%s-%d.pb.gz", cfg.scaleHeapProfile, n)
+		if name != "ours" {
+			file = fmt.Sprintf("%s-%s-%d.pb.gz", cfg.scaleHeapProfile, name, n)
+		}
+		if err := s.heapProfile(ctx, file); err != nil {
 			return fail("b", err)
 		}
 	}
@@ -928,6 +942,7 @@ func addScaleRows(rep *report, n int, ours, kcp *scaleResult) {
 		// Against kcp's cache-server in the same run: unmet without it.
 		r := rep.Rows[len(rep.Rows)-1]
 		r.Target, r.TargetOnValue = t, false
+		r.evaluate()
 	}
 	add("v", "stored bytes per object (etcd's values)", "bytes", func(r *scaleResult) float64 { return r.storedPerObject }, bytesf, nil)
 	add("w", "live heap per object at rest ÷ stored bytes per object", "ratio", func(r *scaleResult) float64 { return r.heapPerObject / r.storedPerObject }, num, &target{Text: "≤ 1.5", AtMost: true, Bound: 1.5})
@@ -1154,11 +1169,15 @@ func scaleStoredBytes(ctx context.Context, s *scaleServer, n int) (float64, stri
 // heapProfile writes the server's heap profile, taken after a forced
 // collection (live objects only), to path.
 func (s *scaleServer) heapProfile(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kcpcache.JoinHostPath(s.profilerHost, "/debug/pprof/heap")+"?gc=1", nil)
+	hc, url, err := s.heapEndpoint()
 	if err != nil {
 		return err
 	}
-	resp, err := s.profiler.Do(req)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("%s: heap profile: %w", s.name, err)
 	}

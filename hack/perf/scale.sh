@@ -12,11 +12,12 @@
 #   SIZES=10000,50000 hack/perf/scale.sh /path/to/kcp        # other sizes
 #   KCP_CACHE_SERVER=/path/to/cache-server hack/perf/scale.sh  # kcp's binary, already built
 #   MEMORY_LIMIT=8Gi hack/perf/scale.sh /path/to/kcp           # each server's memory limit
-#   PROFILES=/tmp/prof hack/perf/scale.sh /path/to/kcp         # our server's profiles at each size
+#   PROFILES=/tmp/prof hack/perf/scale.sh /path/to/kcp         # profiles at each size
 #
-# PROFILES names a directory for the profiles of our server that explain a row (go tool pprof):
+# PROFILES names a directory for the profiles that explain a row (go tool pprof), of our server:
 # the CPU of its restart's first 8 s (cpu-restart-N.pprof) and of 30 s of its mirror's copying
-# from a third of the objects on (cpu-mirror-N.pprof), and its live heap once loaded (heap-N.pb.gz).
+# from a third of the objects on (cpu-mirror-N.pprof), and the live heap of each server once
+# loaded (ours heap-N.pb.gz, kcp's heap-kcp-N.pb.gz).
 #
 # OUT (default /tmp/kcp-cache-scale) receives the binaries, the table (scale.md) and the report
 # (scale.json); the curves go to docs/scale.png.
