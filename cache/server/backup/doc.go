@@ -1,17 +1,22 @@
-// Package backup takes a cache server's etcd data out of the running server
-// and puts it back into a stopped one.
+// Package backup is the server's side of a backup: it takes a cache
+// server's etcd data out of the running server.
 //
 //   - Handler serves kcpcache.BackupPath on a server that runs its own etcd
 //     member: a consistent snapshot of the member, streamed as etcd's
 //     Maintenance.Snapshot sends it (the bbolt database, then its SHA-256).
 //     Unavailable answers the same path on a server whose etcd is not its
 //     own (--etcd-servers): a Status saying to use etcdctl against that etcd.
-//   - Save fetches a backup through a running server, as system:masters,
-//     and writes it to a file; Verify checks a file.
-//   - Restore makes a fresh data directory for the embedded member out of a
-//     backup, offline.
 //
-// Guarantees:
+// The operator's side is package backupfile: Save fetches a backup through
+// a running server and writes it to a file, Verify checks a file, and
+// Restore makes a fresh data directory for the embedded member out of one,
+// offline. It is a package of its own because it needs etcdutl, which the
+// server does not: kcp, which imports the server to mount it in-process,
+// would otherwise have to add etcdutl to its module graph, and that raises
+// two versions kcp v0.32.3 selects (github.com/mattn/go-runewidth 0.0.12 to
+// 0.0.16, github.com/rivo/uniseg 0.2.0 to 0.4.7).
+//
+// Guarantees (of both packages):
 //   - A backup holds every write the server had acknowledged when the
 //     request arrived (a linearizable read precedes the snapshot), and is
 //     one point in etcd's history: the member's state at one revision.

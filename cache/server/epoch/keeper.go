@@ -29,7 +29,7 @@ import (
 // apart, at start:
 //
 //   - a new etcd (an empty data directory): no marker yet, so a new one;
-//   - a backup restored with `cache-server restore` (backup.Restore): a new
+//   - a backup restored with `cache-server restore` (backupfile.Restore): a new
 //     cluster ID, from a cluster token of the restore's own. (etcdutl's
 //     own restore derives the ID from the member's name, peer URLs and
 //     cluster token: restoring twice with the same ones, or with those of

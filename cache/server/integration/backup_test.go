@@ -22,6 +22,7 @@ import (
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server/authorization"
 	"github.com/kcp-cache/kcp-cache/cache/server/backup"
+	"github.com/kcp-cache/kcp-cache/cache/server/backup/backupfile"
 	"github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	"github.com/kcp-cache/kcp-cache/cache/server/mirror"
 )
@@ -134,7 +135,7 @@ func TestBackupUnderWritesRestoresIntoANewEpochThatMirrorsHold(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "c.backup")
 	epochBefore := c.srv.Server().Epoch()
 	asked := time.Now()
-	info, err := backup.Save(ctx, admin, file)
+	info, err := backupfile.Save(ctx, admin, file)
 	answered := time.Now()
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +181,7 @@ func TestBackupUnderWritesRestoresIntoANewEpochThatMirrorsHold(t *testing.T) {
 
 	// c stopped, restored from the backup, started again.
 	c.stop(t)
-	if err := backup.Restore(ctx, backup.RestoreConfig{Snapshot: file, Directory: filepath.Join(c.opts.RootDirectory, options.DefaultEmbeddedEtcdDirectory), Force: true}); err != nil {
+	if err := backupfile.Restore(ctx, backupfile.RestoreConfig{Snapshot: file, Directory: filepath.Join(c.opts.RootDirectory, options.DefaultEmbeddedEtcdDirectory), Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	c.start(t, ctx)
@@ -249,7 +250,7 @@ func TestBackupIsMastersOnlyAndRefusedOnAnExternalEtcd(t *testing.T) {
 		"peer":   srv.UserConfig(t, kcpcache.PeerUser("west")),
 	} {
 		file := filepath.Join(t.TempDir(), "backup")
-		_, err := backup.Save(ctx, cfg, file)
+		_, err := backupfile.Save(ctx, cfg, file)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), string(authorization.RuleBackupMastersOnly)) {
 			t.Errorf("backup as a %s: %v; want 403 naming rule %s", name, err, authorization.RuleBackupMastersOnly)
 		}
@@ -258,7 +259,7 @@ func TestBackupIsMastersOnlyAndRefusedOnAnExternalEtcd(t *testing.T) {
 		}
 	}
 	admin := srv.Config()
-	_, err := backup.Save(ctx, admin, filepath.Join(t.TempDir(), "backup"))
+	_, err := backupfile.Save(ctx, admin, filepath.Join(t.TempDir(), "backup"))
 	status, ok := err.(apierrors.APIStatus)
 	if !ok || status.Status().Code != http.StatusNotImplemented || status.Status().Reason != backup.ReasonExternalEtcd ||
 		!strings.Contains(status.Status().Message, "etcdctl snapshot save") {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
 	"github.com/kcp-cache/kcp-cache/cache/server"
-	"github.com/kcp-cache/kcp-cache/cache/server/backup"
+	"github.com/kcp-cache/kcp-cache/cache/server/backup/backupfile"
 	"github.com/kcp-cache/kcp-cache/examples/internal/command"
 )
 
@@ -68,7 +68,7 @@ func (o *BackupOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", path, err)
 	}
-	info, err := backup.Save(ctx, cfg, o.To)
+	info, err := backupfile.Save(ctx, cfg, o.To)
 	if err != nil {
 		return fmt.Errorf("backup through %s: %w", cfg.Host, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kcp-cache/kcp-cache/cache/options"
-	"github.com/kcp-cache/kcp-cache/cache/server/backup"
+	"github.com/kcp-cache/kcp-cache/cache/server/backup/backupfile"
 	"github.com/kcp-cache/kcp-cache/examples/internal/command"
 )
 
@@ -62,15 +62,15 @@ func (o *RestoreOptions) Run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	info, err := backup.Verify(o.From)
+	info, err := backupfile.Verify(o.From)
 	if err != nil {
 		return err
 	}
-	if err := backup.Restore(ctx, backup.RestoreConfig{Snapshot: o.From, Directory: dir, Force: o.Force}); err != nil {
+	if err := backupfile.Restore(ctx, backupfile.RestoreConfig{Snapshot: o.From, Directory: dir, Force: o.Force}); err != nil {
 		return err
 	}
 	_, err = fmt.Fprintf(out, "Restored %s (etcd revision %d, %d keys) into %s. The server started on it serves a new cache epoch; "+
-		"its revisions continue above %d, and clients relist.\n", o.From, info.Revision, info.Keys, dir, info.Revision+backup.RevisionBump)
+		"its revisions continue above %d, and clients relist.\n", o.From, info.Revision, info.Keys, dir, info.Revision+backupfile.RevisionBump)
 	return err
 }
 

@@ -18,6 +18,7 @@ import (
 	_ "github.com/kcp-cache/kcp-cache/cache/server/authentication"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/authorization"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/backup"
+	_ "github.com/kcp-cache/kcp-cache/cache/server/backup/backupfile"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/bootstrap"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/cachetest"
 	_ "github.com/kcp-cache/kcp-cache/cache/server/dataplane"

@@ -1,4 +1,4 @@
-package backup
+package backupfile
 
 import (
 	"bytes"
@@ -20,6 +20,8 @@ import (
 
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd"
 	"github.com/kcp-cache/kcp-cache/cache/server/embeddedetcd/etcdtest"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/backup"
 )
 
 func testContext(t *testing.T) context.Context {
@@ -87,7 +89,7 @@ func TestRestoredBackupIsANewClusterWithTheBackupsKeys(t *testing.T) {
 	_, srcResp := keysBelow(ctx, t, src, "/before")
 
 	path := filepath.Join(t.TempDir(), "cache.backup")
-	info, err := Save(ctx, serve(t, Handler(src)), path)
+	info, err := Save(ctx, serve(t, backup.Handler(src)), path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +163,7 @@ func TestVerifyRefusesADamagedOrShortSnapshot(t *testing.T) {
 	putKeys(ctx, t, src, "/k", 5)
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good")
-	if _, err := Save(ctx, serve(t, Handler(src)), good); err != nil {
+	if _, err := Save(ctx, serve(t, backup.Handler(src)), good); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(good)
@@ -190,7 +192,7 @@ func TestVerifyRefusesADamagedOrShortSnapshot(t *testing.T) {
 		return io.NopCloser(bytes.NewReader(data[:len(data)-4096])), nil
 	})
 	target := filepath.Join(t.TempDir(), "backup")
-	if _, err := Save(ctx, serve(t, Handler(short)), target); err == nil {
+	if _, err := Save(ctx, serve(t, backup.Handler(short)), target); err == nil {
 		t.Fatal("Save of a short stream succeeded")
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(target)); len(entries) != 0 {
@@ -200,7 +202,7 @@ func TestVerifyRefusesADamagedOrShortSnapshot(t *testing.T) {
 	broken := snapshotterFunc(func(context.Context) (io.ReadCloser, error) {
 		return io.NopCloser(io.MultiReader(bytes.NewReader(data[:len(data)/2]), errReader{})), nil
 	})
-	if _, err := Save(ctx, serve(t, Handler(broken)), target); err == nil {
+	if _, err := Save(ctx, serve(t, backup.Handler(broken)), target); err == nil {
 		t.Fatal("Save of a broken stream succeeded")
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(target)); len(entries) != 0 {
@@ -212,11 +214,11 @@ func TestVerifyRefusesADamagedOrShortSnapshot(t *testing.T) {
 // do instead, and Save returns it as the server's error.
 func TestUnavailableAnswersAStatus(t *testing.T) {
 	ctx := testContext(t)
-	cfg := serve(t, Unavailable("use etcdctl snapshot save against that etcd"))
+	cfg := serve(t, backup.Unavailable("use etcdctl snapshot save against that etcd"))
 	target := filepath.Join(t.TempDir(), "backup")
 	_, err := Save(ctx, cfg, target)
-	if apierrors.ReasonForError(err) != ReasonExternalEtcd || !strings.Contains(err.Error(), "etcdctl") {
-		t.Fatalf("Save from a server on an external etcd: %v (reason %q), want reason %s with the message", err, apierrors.ReasonForError(err), ReasonExternalEtcd)
+	if apierrors.ReasonForError(err) != backup.ReasonExternalEtcd || !strings.Contains(err.Error(), "etcdctl") {
+		t.Fatalf("Save from a server on an external etcd: %v (reason %q), want reason %s with the message", err, apierrors.ReasonForError(err), backup.ReasonExternalEtcd)
 	}
 	if status, ok := err.(apierrors.APIStatus); !ok || status.Status().Code != http.StatusNotImplemented {
 		t.Fatalf("Save from a server on an external etcd: %#v, want a 501 Status", err)
@@ -245,7 +247,7 @@ func TestHandlerAnswers503WhenEtcdFailsAtOnce(t *testing.T) {
 		},
 		"a failing stream": func(context.Context) (io.ReadCloser, error) { return io.NopCloser(errReader{}), nil },
 	} {
-		_, err := Save(ctx, serve(t, Handler(snap)), filepath.Join(t.TempDir(), "backup"))
+		_, err := Save(ctx, serve(t, backup.Handler(snap)), filepath.Join(t.TempDir(), "backup"))
 		if !apierrors.IsServiceUnavailable(err) {
 			t.Errorf("%s: %v, want 503", name, err)
 		}

@@ -1,4 +1,4 @@
-package backup
+package backupfile
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
+
+	"github.com/kcp-cache/kcp-cache/cache/server/backup"
 )
 
 // Save takes a backup through the running server cfg reaches (its root, no
@@ -25,7 +27,7 @@ import (
 // to path, so that path is a whole, checked backup or is left as it was. An
 // answer other than 200 comes back as the server's Status
 // (apierrors.APIStatus): 403 for an identity other than system:masters, 501
-// with ReasonExternalEtcd for a server on an external etcd.
+// with backup.ReasonExternalEtcd for a server on an external etcd.
 func Save(ctx context.Context, cfg *rest.Config, path string) (Info, error) {
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
@@ -35,7 +37,7 @@ func Save(ctx context.Context, cfg *rest.Config, path string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	req.Header.Set("Accept", ContentType+", application/json")
+	req.Header.Set("Accept", backup.ContentType+", application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
 		return Info{}, fmt.Errorf("asking %s for a backup: %w", cfg.Host, err)
