@@ -515,7 +515,7 @@ func TestScaleStoredBytesRows(t *testing.T) {
 // 250,000 only.
 func TestScaleTargets(t *testing.T) {
 	result := func(rss float64, ready time.Duration, mirrored bool) *scaleResult {
-		r := &scaleResult{rssPerObj: rss, ready: ready, burstSynced: 70 * time.Second, listOverEtcd: math.NaN(), storedPerObject: math.NaN()}
+		r := &scaleResult{rssPerObj: rss, ready: ready, burstSynced: 70 * time.Second, burstGets: summary{N: 95, P99: 80 * time.Millisecond}, listOverEtcd: math.NaN(), storedPerObject: math.NaN()}
 		if mirrored {
 			r.mirror = &scaleMirrorResult{copies: 10, firstSync: 80 * time.Second}
 		}
@@ -554,6 +554,11 @@ func TestScaleTargets(t *testing.T) {
 	} {
 		rep := &report{}
 		addScaleRows(rep, tc.n, tc.ours, tc.kcp)
+		for _, r := range rep.Rows {
+			if r.ID == fmt.Sprintf("11i-%d", tc.n) && (!r.Indicative || r.Cache != "80.0 ms (of 95 GETs)") {
+				t.Errorf("%s: row 11i %q, indicative %v; want the count of GETs and indicative (95 of them)", tc.name, r.Cache, r.Indicative)
+			}
+		}
 		for letter, want := range tc.want {
 			if got := met(rep, fmt.Sprintf("%s-%d", letter, tc.n)); got != want {
 				t.Errorf("%s: row %s met %s, want %s", tc.name, letter, got, want)
