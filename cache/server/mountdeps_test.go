@@ -11,9 +11,7 @@ import (
 // not: kcp's build then wants the module in its go.mod and go.sum, and
 // adding etcdutl, which only the operator's backup tools use (package
 // backupfile), raises two versions kcp selects (go-runewidth 0.0.12 to
-// 0.0.16, uniseg 0.2.0 to 0.4.7). The patched kcp's build failed on
-// exactly that ("missing go.sum entry ... etcdutl/v3/snapshot") once the
-// server imported the restore.
+// 0.0.16, uniseg 0.2.0 to 0.4.7).
 func TestMountedPackagesDoNotNeedEtcdutl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")

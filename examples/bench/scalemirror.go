@@ -109,11 +109,10 @@ func scaleMirror(ctx context.Context, cfg config, home *scaleServer, l layout, r
 		}
 	}()
 	last := int64(-1)
-	// Once a second: each poll counts every key of the mirror's etcd, and
-	// at 5 polls a second the counting was 4.8% of the mirror's CPU
-	// during a copy of 250,000 objects (etcd's treeIndex.CountRevisions in
-	// its profile), which the copy's time then included. The copy's time
-	// is known to within a second.
+	// Once a second: each poll counts every key of the mirror's etcd, work
+	// the copy's time would include (five a second took 4.8% of the
+	// mirror's CPU at 250,000 objects). The copy's time is known to within
+	// a second.
 	if err := wait.PollUntilContextTimeout(ctx, scaleMirrorPoll, cfg.phaseTimeout, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-m.exited:

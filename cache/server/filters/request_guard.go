@@ -164,8 +164,8 @@ func withOriginMeta(req *http.Request, info *request.RequestInfo, limit int64) (
 		// Upstream's handler decodes a body without a Content-Type as
 		// its serializer's first media type, JSON
 		// (negotiation.NegotiateInputSerializerForMediaType): it is
-		// checked as JSON here too. Passed through, a copy created that
-		// way lost its origin's uid and creation time.
+		// checked as JSON here too, or a copy created that way would
+		// skip the checks and lose its origin's uid and creation time.
 		contentType = runtime.ContentTypeJSON
 	}
 	mediaType, _, err := mime.ParseMediaType(contentType)

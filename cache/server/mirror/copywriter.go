@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"path"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	kcpcache "github.com/kcp-cache/kcp-cache/cache"
@@ -27,19 +26,13 @@ type copyWriter struct {
 	client rest.Interface
 }
 
-// statusCodecs decodes the Status of a refused write, the only body the
-// writer reads.
-var statusCodecs = func() serializer.CodecFactory {
-	scheme := runtime.NewScheme()
-	metav1.AddToGroupVersion(scheme, schema.GroupVersion{Version: "v1"})
-	return serializer.NewCodecFactory(scheme)
-}()
-
 func newCopyWriter(cfg *rest.Config) (*copyWriter, error) {
 	c := rest.CopyConfig(cfg)
 	c.APIPath = "/"
 	c.GroupVersion = &schema.GroupVersion{Version: "v1"}
-	c.NegotiatedSerializer = statusCodecs.WithoutConversion()
+	// client-go's scheme decodes the Status of a refused write, the only
+	// body the writer reads.
+	c.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	c.ContentType = runtime.ContentTypeJSON
 	c.AcceptContentTypes = runtime.ContentTypeJSON
 	client, err := rest.UnversionedRESTClientFor(c)
@@ -63,22 +56,24 @@ func collectionPath(gvr schema.GroupVersionResource, k copyKey) string {
 	return kcpcache.ScopedPath(kcpcache.Scope{Shard: k.shard, Cluster: k.cluster}, path.Join(api, gvr.Resource))
 }
 
-// create creates obj as k. A body of bytes gets no Content-Type from
-// client-go: it is set here, as the dynamic client sets it.
+// create creates obj as k.
 func (w *copyWriter) create(ctx context.Context, gvr schema.GroupVersionResource, k copyKey, obj *unstructured.Unstructured) error {
-	body, err := obj.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	return w.client.Post().AbsPath(collectionPath(gvr, k)).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Error()
+	return send(ctx, w.client.Post().AbsPath(collectionPath(gvr, k)), obj)
 }
 
 // update replaces k with obj (unconditionally: obj has no
 // resourceVersion).
 func (w *copyWriter) update(ctx context.Context, gvr schema.GroupVersionResource, k copyKey, obj *unstructured.Unstructured) error {
+	return send(ctx, w.client.Put().AbsPath(collectionPath(gvr, k), k.name), obj)
+}
+
+// send sends obj as req's JSON body and returns only the answer's error. A
+// body of bytes gets no Content-Type from client-go: it is set here, as the
+// dynamic client sets it.
+func send(ctx context.Context, req *rest.Request, obj *unstructured.Unstructured) error {
 	body, err := obj.MarshalJSON()
 	if err != nil {
 		return err
 	}
-	return w.client.Put().AbsPath(collectionPath(gvr, k), k.name).SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Error()
+	return req.SetHeader("Content-Type", runtime.ContentTypeJSON).Body(body).Do(ctx).Error()
 }
