@@ -22,9 +22,11 @@ import (
 const MirrorHookName = "kcp-cache-mirror"
 
 // newMirror builds the mirror of a cache with peers; nil without peers.
-// It writes its copies through loopback, as system:masters, so that they
-// pass the same storage, admission and watch cache as every other write.
-func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, plane *dataplane.Registry, current mirror.StorageRevision, partition mirror.PartitionRevision, epoch func() string) (*mirror.Mirror, error) {
+// It writes its copies as the loopback client, as system:masters, so that
+// they pass the same filters, storage, admission and watch cache as every
+// other write: through the server's handler chain in-process (writes), and
+// its other requests over loopback.
+func newMirror(c HierarchyConfig, claims *homes.Table, loopback, writes *rest.Config, plane *dataplane.Registry, current mirror.StorageRevision, partition mirror.PartitionRevision, epoch func() string) (*mirror.Mirror, error) {
 	if len(c.Peers) == 0 {
 		return nil, nil
 	}
@@ -32,6 +34,7 @@ func newMirror(c HierarchyConfig, claims *homes.Table, loopback *rest.Config, pl
 		CacheName:         c.CacheName,
 		Peers:             c.Peers,
 		Local:             loopback,
+		Writes:            writes,
 		FreshnessWait:     c.FreshnessWait,
 		Homes:             claims,
 		StorageRevision:   current,

@@ -152,7 +152,8 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		s.plane.Destroy()
 		return nil, err
 	}
-	if s.mirror, err = newMirror(c.extra.Hierarchy, s.homes, generic.LoopbackClientConfig, s.plane, storageRevision(s.etcdClient, c.derived.storage.Prefix), s.homeRevisions.Revision, s.epoch.Epoch); err != nil {
+	writes := &inProcess{}
+	if s.mirror, err = newMirror(c.extra.Hierarchy, s.homes, generic.LoopbackClientConfig, inProcessConfig(generic.LoopbackClientConfig, writes), s.plane, storageRevision(s.etcdClient, c.derived.storage.Prefix), s.homeRevisions.Revision, s.epoch.Epoch); err != nil {
 		s.plane.Destroy()
 		return nil, err
 	}
@@ -175,6 +176,7 @@ func (c CompletedConfig) New(ctx context.Context) (_ *Server, err error) {
 		return nil, err
 	}
 	s.GenericAPIServer = s.apiextensions.GenericAPIServer
+	writes.serve(s.GenericAPIServer.Handler)
 	s.GenericAPIServer.RegisterDestroyFunc(s.plane.Destroy)
 	s.serveHomeRevisions(c)
 	s.serveBackup()

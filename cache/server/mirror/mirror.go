@@ -32,6 +32,9 @@ type Config struct {
 	// Local reaches this cache as system:masters (the loopback client): the
 	// mirror writes its copies there, in the partitions they belong to.
 	Local *rest.Config
+	// Writes reaches this cache as Local does, for the creates and updates
+	// of copies only (short answers); nil: through Local.
+	Writes *rest.Config
 	// Resources returns the types this cache serves; each is mirrored from
 	// every peer that serves it too.
 	Resources func() []schema.GroupVersionResource
@@ -136,7 +139,11 @@ func New(cfg Config) (*Mirror, error) {
 	if err != nil {
 		return nil, err
 	}
-	writer, err := newCopyWriter(client.Unthrottled(cfg.Local))
+	writes := cfg.Writes
+	if writes == nil {
+		writes = cfg.Local
+	}
+	writer, err := newCopyWriter(client.Unthrottled(writes))
 	if err != nil {
 		return nil, err
 	}
