@@ -141,7 +141,7 @@ type localCopy struct {
 // holds are taken (package homes): the peer's whole table is learnt first, and a
 // shard met later whose claim is still unknown is asked of the peer, so
 // that nothing the peer holds as home is skipped silently.
-func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredList, more func(ctx context.Context, continueToken string) (*unstructured.UnstructuredList, error)) error {
+func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredList, more morePages) error {
 	if err := s.m.homes.AskPeer(ctx, s.peer.Name, ""); err != nil {
 		return fmt.Errorf("reading the homes table of peer %q: %w", s.peer.Name, err)
 	}
@@ -160,7 +160,9 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 	// objects while the CPU was mostly idle.
 	ctx, pool := newWriters(ctx, convergeWorkers)
 	defer pool.stop()
-	for page := first; ; {
+	ahead := newPageAhead(ctx, first, more)
+	defer ahead.stop()
+	for page := first; page != nil; {
 		for i := range page.Items {
 			u := &page.Items[i]
 			k := keyOf(u)
@@ -203,11 +205,7 @@ func (s *stream) converge(ctx context.Context, first *unstructured.UnstructuredL
 				return err
 			}
 		}
-		token := page.GetContinue()
-		if token == "" {
-			break
-		}
-		next, err := more(ctx, token)
+		next, err := ahead.next()
 		if err != nil {
 			return fmt.Errorf("listing at the peer: %w", err)
 		}

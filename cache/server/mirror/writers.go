@@ -6,14 +6,16 @@ import (
 )
 
 // convergeWorkers is how many copies one stream's list writes at once. A
-// copy's write is a loopback request and an etcd commit, mostly waiting:
-// with writes in flight together, etcd commits them in shared batches and
-// the apiserver's work overlaps. Eight is what the bench's load of the home
-// uses (it took 666 objects per second from 8 clients on 2 cores); each
-// type has its own stream, so a mirror of several types writes more at
-// once, all bounded by the server's own in-flight limits (the loopback
-// client is exempt from client-side rates only).
-const convergeWorkers = 8
+// copy's write is a request through the server's handler chain and an etcd
+// commit, partly waiting: with writes in flight together, etcd commits them
+// in shared batches and the apiserver's work overlaps. Each type has its
+// own stream, so a mirror of several types writes more at once, all
+// bounded by the server's own in-flight limits (the loopback client is
+// exempt from client-side rates only). A first copy of 50,000 objects in 7
+// types, with the next page fetched ahead (pageAhead): 33.0 s with 8,
+// 28.1 s with 32, 27.9 s with 64 at a higher peak (779 MiB against 646):
+// at 32 the CPU is the bound (docs/performance.md).
+const convergeWorkers = 32
 
 // writers runs a list's writes on a bounded number of goroutines and keeps
 // the first error. Once a write failed, the others' context is cancelled
