@@ -169,6 +169,20 @@ func (s *stream) listed(rev, releaseGeneration, listRequest int64) {
 	s.m.stateVersion.Add(1)
 }
 
+// beginFill counts the stream's convergence as a fill of this cache
+// (Mirror.Filling) when the stream has never applied a list, until the
+// function it returns is called.
+func (s *stream) beginFill() (end func()) {
+	s.mu.Lock()
+	first := s.listRevision == 0
+	s.mu.Unlock()
+	if !first {
+		return func() {}
+	}
+	s.m.fills.Add(1)
+	return func() { s.m.fills.Add(-1) }
+}
+
 // convergeBegins marks the copy mixed while a list is applied to it.
 func (s *stream) convergeBegins() {
 	s.applyMu.Lock()
@@ -440,7 +454,10 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 		// is of the same list.
 		return res.List(ctx, metav1.ListOptions{Limit: listPageSize, Continue: token})
 	}
-	if err := s.converge(ctx, list, more); err != nil {
+	filled := s.beginFill()
+	err = s.converge(ctx, list, more)
+	filled()
+	if err != nil {
 		return false, err
 	}
 	s.applyMu.Lock()
