@@ -3,6 +3,8 @@ package embeddedetcd
 import (
 	"context"
 	"crypto/tls"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +200,38 @@ func TestPlainDataDirectoryRestartsWithTLS(t *testing.T) {
 	resp, err := clientFor(t, own, secured.ClientURL()).Get(ctx, "k")
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("data after switching to TLS: %v %v", resp, err)
+	}
+}
+
+// A member alone serves gRPC only on its client URL (etcd's own gRPC
+// server, not grpc-go's ServeHTTP under net/http): etcd's HTTP endpoints,
+// which a shared listener would answer there, are not.
+func TestMemberAloneServesOnlyGRPCOnItsClientURL(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := Start(ctx, Config{Directory: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := NewClient([]string{srv.ClientURL()}, nil, testDialTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Put(ctx, "k", "v"); err != nil {
+		t.Fatalf("gRPC on the client URL: %v", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.ClientURL()+"/version", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Fatalf("GET /version on the client URL answered %d %q: etcd's HTTP endpoints share the gRPC listener", resp.StatusCode, body)
+		}
 	}
 }
