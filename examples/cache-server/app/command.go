@@ -93,7 +93,7 @@ stopped server's data for kcp's cache-server. Each has its own --help.`,
 		// start, a mirror's first copy (options.StartGCPercent).
 		fills, stopFollowing := context.WithCancel(ctx)
 		followed := make(chan struct{})
-		go func() { defer close(followed); followFills(fills, srv, gcPercent, completed.Limits.ReturnMemoryAtRest) }()
+		go func() { defer close(followed); followFills(fills, srv, gcPercent) }()
 		defer func() { stopFollowing(); <-followed }()
 		if path := srv.KubeconfigPath(); path != "" {
 			logger.Info("Serving", "admin-kubeconfig", path,

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -34,14 +33,8 @@ const (
 // holds for at most maxFill of one fill. The end of each fill is logged
 // with how long it took and the process's peak memory by then, which is
 // what a fill needs of the memory limit beside what the cache keeps; the
-// limit bounds the heap whatever the target. With returnMemory
-// (--return-memory-at-rest), the end of a fill whose target was raised
-// returns the free heap to the operating system at once: the heap grew to
-// up to three times the live heap under the fill's target, and the runtime
-// would keep that size mapped after the target falls (a mirror's copies of
-// 250,000 objects held 7.1 KB of RSS per copy at rest, against 5.1 KB
-// with the target at rest throughout).
-func followFills(ctx context.Context, srv *server.Server, atRest int, returnMemory bool) {
+// limit bounds the heap whatever the target.
+func followFills(ctx context.Context, srv *server.Server, atRest int) {
 	logger := klog.FromContext(ctx)
 	ticker := time.NewTicker(fillPoll)
 	defer ticker.Stop()
@@ -61,9 +54,6 @@ func followFills(ctx context.Context, srv *server.Server, atRest int, returnMemo
 			if raised {
 				raised = false
 				options.SetGCPercentAtRest(atRest)
-				if returnMemory {
-					debug.FreeOSMemory()
-				}
 			}
 			logger.Info("The cache is filled: every bootstrapped type serves from its watch cache and the mirror has applied its first lists", "took", time.Since(since).Round(time.Millisecond), "gogc", atRest, "peakRSSBytes", peakRSS())
 		case now && raised && time.Since(since) > maxFill:
