@@ -17,13 +17,10 @@ import (
 const DefaultGCPercent = 50
 
 // StartGCPercent is the collector's target while a standalone server
-// fills its cache (server.Server.Filling): as it starts, until every
-// bootstrapped type serves from its watch cache, and while its mirror
-// applies its first list of a peer. A start's fill decodes every stored
-// object, and its garbage (etcd's answers, the decoders' buffers) is most
-// of what a start allocates while the live heap grows from nothing to the
-// cache; a mirror's first copy writes every copy through the API, whose
-// garbage is most of what it allocates while the copies grow the same way. Collections are paced by allocation, so
+// starts, until every bootstrapped type serves from its watch cache: the
+// fill decodes every stored object, and its garbage (etcd's answers, the
+// decoders' buffers) is most of what a start allocates while the live heap
+// grows from nothing to the cache. Collections are paced by allocation, so
 // each costs a walk of the heap for every GOGC percent of it allocated: at
 // 50 the fill collects four times as often as at 200 and the collector was
 // the largest single cost of a start beside the decoding
@@ -45,14 +42,6 @@ func (o CompletedOptions) ApplyGCPercent() (int, string) {
 	}
 	debug.SetGCPercent(max(o.Limits.GCPercent, StartGCPercent))
 	return o.Limits.GCPercent, "--gogc"
-}
-
-// SetGCPercentForFill sets the collector's target of a fill, the larger of
-// atRest and StartGCPercent; -1 (GOGC in force) leaves it.
-func SetGCPercentForFill(atRest int) {
-	if atRest > 0 {
-		debug.SetGCPercent(max(atRest, StartGCPercent))
-	}
 }
 
 // SetGCPercentAtRest sets the collector's target to atRest, as

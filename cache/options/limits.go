@@ -98,7 +98,7 @@ func (o *LimitOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MemoryLimit, "memory-limit", o.MemoryLimit,
 		"What the server may hold in memory: auto (the limit of the process's memory cgroup, e.g. a container's; none if it has none), none, or a quantity (e.g. 2Gi). A standalone server sets the Go runtime's memory limit to 90% of it (unless GOMEMLIMIT is set), so that it collects garbage before the kernel would kill it, and refuses new objects with 507 while its live heap is above 40% of it, so that what it holds keeps fitting; reads, updates and deletes go on.")
 	fs.IntVar(&o.GCPercent, "gogc", o.GCPercent,
-		"The Go garbage collector's target for a standalone server, as GOGC: the heap may grow by this percentage of what is live before the next collection. Lower keeps less memory at rest and costs more CPU per write; Go's default is 100. While the server fills its cache (its start, a mirror's first copy of a peer) the target is 200, or this if larger. GOGC in the environment wins. 10 to 1000.")
+		"The Go garbage collector's target for a standalone server, as GOGC: the heap may grow by this percentage of what is live before the next collection. Lower keeps less memory at rest and costs more CPU per write; Go's default is 100. GOGC in the environment wins. 10 to 1000.")
 	fs.BoolVar(&o.ReturnMemoryAtRest, "return-memory-at-rest", o.ReturnMemoryAtRest,
 		"A standalone server returns its free memory to the operating system once a burst of allocation is over (256 MiB or more allocated at over 4 MiB a second, then a second with less): one forced garbage collection, at most once a minute, so that at rest it holds about its live heap rather than the heap it grew to while loaded.")
 }

@@ -302,13 +302,3 @@ func (s *Server) stop() {
 		}
 	})
 }
-
-// Filling reports whether the server is filling its cache: a bootstrapped
-// type does not serve from its watch cache yet (a start), or the mirror
-// is applying its first list of a peer (mirror.Mirror.Filling). Both grow
-// the live heap from nothing to the cache and allocate mostly garbage on
-// the way, for which a process may choose another collector target
-// (options.StartGCPercent).
-func (s *Server) Filling() bool {
-	return s.plane.ReadinessCheck() != nil || s.mirror != nil && s.mirror.Filling()
-}

@@ -1,12 +1,10 @@
 package integration_test
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -60,36 +58,7 @@ func TestRegionsMirrorCopiesALargeHomeInPages(t *testing.T) {
 		}
 	}
 	b.start(t, ctx)
-	// The restarted mirror's first list of a is a fill (Filling) while it
-	// is applied, and only then.
-	var sawFilling atomic.Bool
-	polled := make(chan struct{})
-	stopPolling := make(chan struct{})
-	go func() {
-		defer close(polled)
-		for {
-			if b.srv.Server().Mirror().Filling() {
-				sawFilling.Store(true)
-			}
-			select {
-			case <-stopPolling:
-				return
-			case <-time.After(time.Millisecond):
-			}
-		}
-	}()
 	waitItems(t, b, "s-a", n-deleted, "a")
-	close(stopPolling)
-	<-polled
-	if !sawFilling.Load() {
-		t.Errorf("b's mirror never said it was filling while it applied its first list of a's %d objects", n)
-	}
-	eventually(t, "b's mirror no longer filling after its first lists", func(context.Context) error {
-		if b.srv.Server().Mirror().Filling() {
-			return fmt.Errorf("b's mirror still says it is filling")
-		}
-		return nil
-	})
 	for _, i := range []int{0, deleted - 1} {
 		if _, err := dyn(t, b.srv, "s-a", "root").Resource(apiExports).Get(ctx, fmt.Sprintf("obj-%04d", i), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("obj-%04d at b after its deletion at a: %v, want NotFound", i, err)

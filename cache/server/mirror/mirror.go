@@ -84,9 +84,6 @@ type Mirror struct {
 	localRevAt   int64
 	localRev     int64
 
-	// fills counts the streams applying their first list (Filling).
-	fills atomic.Int32
-
 	// scanNow makes Run look for new types at once (a consistent read of
 	// a type that has no stream yet); streamsAdded is closed and replaced
 	// whenever a stream is added.
@@ -216,13 +213,6 @@ func (m *Mirror) Run(ctx context.Context) {
 		}
 	}
 }
-
-// Filling reports whether a stream is applying its first list of a peer:
-// the copies of a peer's partitions are being written here for the first
-// time, a fill of this cache like its start (the live heap grows from
-// nothing to the copies), which the process may give the collector's
-// target of a start (examples/cache-server/app, options.StartGCPercent).
-func (m *Mirror) Filling() bool { return m.fills.Load() > 0 }
 
 // serves reports whether this cache serves gr, or an identity of it
 // (streamsFor).

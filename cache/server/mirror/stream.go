@@ -169,20 +169,6 @@ func (s *stream) listed(rev, releaseGeneration, listRequest int64) {
 	s.m.stateVersion.Add(1)
 }
 
-// beginFill counts the stream's convergence as a fill of this cache
-// (Mirror.Filling) when the stream has never applied a list, until the
-// function it returns is called.
-func (s *stream) beginFill() (end func()) {
-	s.mu.Lock()
-	first := s.listRevision == 0
-	s.mu.Unlock()
-	if !first {
-		return func() {}
-	}
-	s.m.fills.Add(1)
-	return func() { s.m.fills.Add(-1) }
-}
-
 // convergeBegins marks the copy mixed while a list is applied to it.
 func (s *stream) convergeBegins() {
 	s.applyMu.Lock()
@@ -454,10 +440,7 @@ func (s *stream) listAndWatch(ctx context.Context) (listed bool, err error) {
 		// is of the same list.
 		return res.List(ctx, metav1.ListOptions{Limit: listPageSize, Continue: token})
 	}
-	filled := s.beginFill()
-	err = s.converge(ctx, list, more)
-	filled()
-	if err != nil {
+	if err := s.converge(ctx, list, more); err != nil {
 		return false, err
 	}
 	s.applyMu.Lock()

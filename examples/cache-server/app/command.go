@@ -89,12 +89,12 @@ stopped server's data for kcp's cache-server. Each has its own --help.`,
 			return err
 		}
 		defer srv.Close()
-		// A fill's collector target holds while the cache fills: its
-		// start, a mirror's first copy (options.StartGCPercent).
-		fills, stopFollowing := context.WithCancel(ctx)
-		followed := make(chan struct{})
-		go func() { defer close(followed); followFills(fills, srv, gcPercent) }()
-		defer func() { stopFollowing(); <-followed }()
+		// The start's collector target holds until the watch caches are
+		// filled (options.StartGCPercent).
+		rest, stopWaiting := context.WithCancel(ctx)
+		waited := make(chan struct{})
+		go func() { defer close(waited); restAfterStart(rest, srv, gcPercent) }()
+		defer func() { stopWaiting(); <-waited }()
 		if path := srv.KubeconfigPath(); path != "" {
 			logger.Info("Serving", "admin-kubeconfig", path,
 				"example", fmt.Sprintf("kubectl --kubeconfig %s --server %s/services/cache/shards/amber/clusters/root get apiexports", path, srv.AdminConfig().Host))

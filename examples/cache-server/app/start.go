@@ -16,50 +16,30 @@ import (
 )
 
 const (
-	// fillPoll is how often followFills asks whether the server fills its
-	// cache; a start takes seconds.
-	fillPoll = 50 * time.Millisecond
-	// maxFill bounds a fill's collector target: a server whose types
+	// startPoll is how often restAfterStart asks whether the bootstrapped
+	// types serve; a start takes seconds.
+	startPoll = 50 * time.Millisecond
+	// maxStart bounds the start's collector target: a server whose types
 	// cannot serve (a declaration that conflicts with stored data, which
-	// /readyz names), or whose first copy of a peer outlasts it, rests at
-	// its own target meanwhile.
-	maxFill = 5 * time.Minute
+	// /readyz names) rests at its own target meanwhile.
+	maxStart = 5 * time.Minute
 )
 
-// followFills gives the collector the target of a fill
-// (options.StartGCPercent) while srv fills its cache (server.Filling: its
-// start, a mirror's first copy of a peer) and its target at rest, atRest
-// (options.ApplyGCPercent), otherwise, until ctx ends. A fill's target
-// holds for at most maxFill of one fill. The end of each fill is logged
-// with how long it took and the process's peak memory by then, which is
-// what a fill needs of the memory limit beside what the cache keeps; the
-// limit bounds the heap whatever the target.
-func followFills(ctx context.Context, srv *server.Server, atRest int) {
+// restAfterStart waits until every bootstrapped type of srv serves from its
+// watch cache, or maxStart, and then sets the collector's target at rest,
+// atRest (options.ApplyGCPercent), logging how long the fill took and the
+// process's peak memory by then, which is what a restart needs of the
+// memory limit beside what the cache keeps. It returns early when ctx ends.
+func restAfterStart(ctx context.Context, srv *server.Server, atRest int) {
 	logger := klog.FromContext(ctx)
-	ticker := time.NewTicker(fillPoll)
+	start := time.Now()
+	ticker := time.NewTicker(startPoll)
 	defer ticker.Stop()
-	// options.ApplyGCPercent gave the process the fill's target: the
-	// start is the first fill.
-	filling, raised, since := true, true, time.Now()
-	for {
-		now := srv.Filling()
-		switch {
-		case now && !filling:
-			filling, since = true, time.Now()
-			raised = true
-			options.SetGCPercentForFill(atRest)
-			logger.V(2).Info("The cache is filling; the garbage collector's target is a fill's", "gogc", max(atRest, options.StartGCPercent))
-		case !now && filling:
-			filling = false
-			if raised {
-				raised = false
-				options.SetGCPercentAtRest(atRest)
-			}
-			logger.Info("The cache is filled: every bootstrapped type serves from its watch cache and the mirror has applied its first lists", "took", time.Since(since).Round(time.Millisecond), "gogc", atRest, "peakRSSBytes", peakRSS())
-		case now && raised && time.Since(since) > maxFill:
-			raised = false
+	for srv.Types().ReadinessCheck() != nil {
+		if time.Since(start) > maxStart {
+			logger.Info("The bootstrapped types do not serve yet; the garbage collector's target is now the one at rest", "waited", maxStart, "gogc", atRest)
 			options.SetGCPercentAtRest(atRest)
-			logger.Info("The cache is still filling; the garbage collector's target is now the one at rest", "waited", maxFill, "gogc", atRest)
+			return
 		}
 		select {
 		case <-ctx.Done():
@@ -67,6 +47,8 @@ func followFills(ctx context.Context, srv *server.Server, atRest int) {
 		case <-ticker.C:
 		}
 	}
+	options.SetGCPercentAtRest(atRest)
+	logger.Info("Every bootstrapped type serves from its watch cache", "sinceBuilt", time.Since(start).Round(time.Millisecond), "gogc", atRest, "peakRSSBytes", peakRSS())
 }
 
 // peakRSS is the process's peak resident set (VmHWM) in bytes, 0 where
