@@ -22,16 +22,8 @@ func TestRestartKeepsDataAndRevisions(t *testing.T) {
 	dir := t.TempDir()
 	put := func(key string) int64 {
 		t.Helper()
-		srv, err := Start(ctx, Config{Directory: dir, UnsafeNoFsync: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer srv.Close()
-		c, err := NewClient([]string{srv.ClientURL()}, nil, testDialTimeout)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		_, c, stop := startAlone(ctx, t, dir)
+		defer stop()
 		if got, err := c.Get(ctx, "first"); err != nil || (key != "first" && len(got.Kvs) != 1) {
 			t.Fatalf("after a restart the earlier key is gone (err=%v)", err)
 		}
@@ -209,16 +201,8 @@ func TestPlainDataDirectoryRestartsWithTLS(t *testing.T) {
 func TestMemberAloneServesOnlyGRPCOnItsClientURL(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	srv, err := Start(ctx, Config{Directory: t.TempDir(), UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	c, err := NewClient([]string{srv.ClientURL()}, nil, testDialTimeout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	srv, c, stop := startAlone(ctx, t, t.TempDir())
+	defer stop()
 	if _, err := c.Put(ctx, "k", "v"); err != nil {
 		t.Fatalf("gRPC on the client URL: %v", err)
 	}
@@ -234,4 +218,20 @@ func TestMemberAloneServesOnlyGRPCOnItsClientURL(t *testing.T) {
 			t.Fatalf("GET /version on the client URL answered %d %q: etcd's HTTP endpoints share the gRPC listener", resp.StatusCode, body)
 		}
 	}
+}
+
+// startAlone starts a member alone on dir and a client of it; stop closes
+// both.
+func startAlone(ctx context.Context, t *testing.T, dir string) (*Server, *clientv3.Client, func()) {
+	t.Helper()
+	srv, err := Start(ctx, Config{Directory: dir, UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClient([]string{srv.ClientURL()}, nil, testDialTimeout)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	return srv, c, func() { _ = c.Close(); srv.Close() }
 }
